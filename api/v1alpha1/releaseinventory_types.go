@@ -1,0 +1,216 @@
+package v1alpha1
+
+import (
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// HealthState is the health of one inventory entry (spec/health-rule-sets.txt, "State").
+// +kubebuilder:validation:Enum=Healthy;Progressing;Degraded;Unknown
+type HealthState string
+
+// The four health states.
+const (
+	StateHealthy     HealthState = "Healthy"
+	StateProgressing HealthState = "Progressing"
+	StateDegraded    HealthState = "Degraded"
+	StateUnknown     HealthState = "Unknown"
+)
+
+// HookState is the state of one lifecycle hook's workload.
+// +kubebuilder:validation:Enum=Running;Succeeded;Failed
+type HookState string
+
+// The three hook states; Succeeded and Failed are terminal.
+const (
+	HookRunning   HookState = "Running"
+	HookSucceeded HookState = "Succeeded"
+	HookFailed    HookState = "Failed"
+)
+
+// IsTerminal reports whether s is Succeeded or Failed.
+func (s HookState) IsTerminal() bool { return s == HookSucceeded || s == HookFailed }
+
+// MaxMessageLength is the longest entry or hook message, in characters.
+const MaxMessageLength = 1024
+
+// DefaultHookTimeout is the timeout of a hook whose timeout is empty.
+const DefaultHookTimeout = 10 * time.Minute
+
+// InventoryEntry is one object that the controller-manager applied to the target
+// cluster, with the observer's assessment of it. The four keys are always serialized
+// ("" for the core group and for cluster-scoped objects), so Server-Side Apply keys an
+// entry the same way whoever sends it.
+type InventoryEntry struct {
+	// group of the object; "" for the core group.
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	Group string `json:"group"`
+
+	// kind of the object.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Kind string `json:"kind"`
+
+	// namespace of the object; "" for a cluster-scoped object.
+	// +required
+	// +kubebuilder:validation:MaxLength=63
+	Namespace string `json:"namespace"`
+
+	// name of the object.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// version of the object as applied. Rules match apiVersion group/version, or
+	// version alone for the core group. Owned by the controller-manager.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Version string `json:"version,omitempty"`
+
+	// resource is the plural lowercase resource of the object; rules match resources.
+	// Owned by the controller-manager.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Resource string `json:"resource,omitempty"`
+
+	// wave is the apply wave of the object. Owned by the controller-manager.
+	// +optional
+	Wave *int32 `json:"wave,omitempty"`
+
+	// renderRef is the render that applied this object. Owned by the controller-manager.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	RenderRef string `json:"renderRef,omitempty"`
+
+	// state is the observer's assessment.
+	// +optional
+	State HealthState `json:"state,omitempty"`
+
+	// message says why the object is not Healthy; at most 1024 characters.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
+
+	// firstUnhealthy is when the object first failed its rules since it last passed.
+	// +optional
+	FirstUnhealthy *metav1.Time `json:"firstUnhealthy,omitempty"`
+
+	// assessedRenderRef is the renderRef of the entry when the observer assessed it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	AssessedRenderRef string `json:"assessedRenderRef,omitempty"`
+}
+
+// GetWave returns wave, or 0 when it is not set.
+func (e *InventoryEntry) GetWave() int32 {
+	if e.Wave == nil {
+		return 0
+	}
+	return *e.Wave
+}
+
+// APIVersion returns group/version, or version alone for the core group.
+func (e *InventoryEntry) APIVersion() string {
+	if e.Group == "" {
+		return e.Version
+	}
+	return e.Group + "/" + e.Version
+}
+
+// HookEntry is one lifecycle hook whose workload (a Job or a Pod) runs on the target.
+type HookEntry struct {
+	// name of the hook.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// workloadKind is Job or Pod.
+	// +optional
+	// +kubebuilder:validation:Enum=Job;Pod
+	WorkloadKind string `json:"workloadKind,omitempty"`
+
+	// namespace of the workload in the target cluster.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Namespace string `json:"namespace,omitempty"`
+
+	// workloadName is the name of the workload in the target cluster.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	WorkloadName string `json:"workloadName,omitempty"`
+
+	// createdAt is when the controller-manager (re-)armed the hook.
+	// +optional
+	CreatedAt *metav1.Time `json:"createdAt,omitempty"`
+
+	// timeout counted from createdAt, as a duration string; empty means 10m.
+	// +optional
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+
+	// state of the workload, written by the observer.
+	// +optional
+	State HookState `json:"state,omitempty"`
+
+	// message says why the hook failed or what it waits for.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
+
+	// finishedAt is when the state turned terminal.
+	// +optional
+	FinishedAt *metav1.Time `json:"finishedAt,omitempty"`
+}
+
+// GetTimeout returns timeout, or DefaultHookTimeout when it is not set or not positive.
+func (h *HookEntry) GetTimeout() time.Duration {
+	if h.Timeout == nil || h.Timeout.Duration <= 0 {
+		return DefaultHookTimeout
+	}
+	return h.Timeout.Duration
+}
+
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:categories=convoy,shortName=rinv
+
+// ReleaseInventory records the objects and hooks that the controller-manager applied
+// for the Release of the same name, and the observer's assessment of each. It has no
+// status subresource: both writers apply to the top-level lists with Server-Side Apply.
+type ReleaseInventory struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// entries are the applied objects, keyed by group, kind, namespace and name.
+	// +optional
+	// +listType=map
+	// +listMapKey=group
+	// +listMapKey=kind
+	// +listMapKey=namespace
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=10000
+	Entries []InventoryEntry `json:"entries,omitempty"`
+
+	// hooks are the lifecycle hooks, keyed by name.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=256
+	Hooks []HookEntry `json:"hooks,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// ReleaseInventoryList is a list of ReleaseInventory.
+type ReleaseInventoryList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ReleaseInventory `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&ReleaseInventory{}, &ReleaseInventoryList{})
+}

@@ -1,0 +1,75 @@
+// Command convoyctl is the command line of convoy-observer.
+//
+//	convoyctl health eval --rules FILE [--rules FILE…] --object FILE [--object FILE…]
+//	    [--deadline D] [--first-unhealthy T] [--now T]
+//
+// evaluates health rule sets against objects read from files, exactly as the health loop
+// does, and prints one JSON object per line (CONTRACT §3, "Command line"). Exit status:
+// 0 when everything was evaluated (whatever the states), 1 when a rule set does not
+// compile, 2 on a usage error or unreadable input.
+//
+// Every subcommand is a cobra command built by a newXCommand(*cliEnv) function in its own
+// file and hung under its group; a new group (for example `release status NAME -n NS`)
+// adds its own file and one AddCommand call in newRootCommand.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+)
+
+// Exit statuses (CONTRACT §3).
+const (
+	exitOK           = 0
+	exitCompileError = 1
+	exitUsage        = 2
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// cliEnv is what the commands read and write; tests replace it.
+type cliEnv struct {
+	stdout io.Writer
+	stderr io.Writer
+	now    func() time.Time // the default of --now
+}
+
+// exitError carries the exit status of a failed command.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// usageError marks err as a usage or input error (exit 2).
+func usageError(err error) error { return &exitError{code: exitUsage, err: err} }
+
+// run executes convoyctl with args (without the program name) and returns the exit
+// status. Errors go to stderr as one "convoyctl: …" line. An error that no command
+// classified (cobra's unknown command, bad flag, missing required flag) is a usage error.
+func run(args []string, stdout, stderr io.Writer) int {
+	env := &cliEnv{stdout: stdout, stderr: stderr, now: time.Now}
+	root := newRootCommand(env)
+	root.SetArgs(args)
+	cmd, err := root.ExecuteC()
+	if err == nil {
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "convoyctl: %v\n", err)
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if ee.code == exitUsage {
+			fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
+		}
+		return ee.code
+	}
+	fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
+	return exitUsage
+}

@@ -1,0 +1,259 @@
+package health
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+
+	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/common/types"
+	"github.com/google/cel-go/common/types/ref"
+	"github.com/google/cel-go/interpreter"
+
+	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
+)
+
+// Kinds of the two rule set types, as they appear in Result.RuleSet, CompileError.Kind
+// and the general failure message.
+const (
+	KindGlobalHealthRuleSet = "GlobalHealthRuleSet"
+	KindHealthRuleSet       = "HealthRuleSet"
+)
+
+// Outcome is the verdict of the rules on one object.
+type Outcome int
+
+const (
+	// Pass means that every applicable rule returned true, or that no rule applies.
+	Pass Outcome = iota
+	// Fail means that an applicable rule returned false; it gives the message.
+	Fail
+	// Error means that an applicable rule could not be evaluated: CEL returned an
+	// error, ran out of its cost budget, or returned something other than a bool.
+	Error
+)
+
+// String returns Pass, Fail or Error.
+func (o Outcome) String() string {
+	switch o {
+	case Pass:
+		return "Pass"
+	case Fail:
+		return "Fail"
+	case Error:
+		return "Error"
+	default:
+		return fmt.Sprintf("Outcome(%d)", int(o))
+	}
+}
+
+// Result is the verdict of the rules on one object (spec/health-rule-sets.txt,
+// "Evaluation"; CONTRACT §2, "Rule order" and "Messages").
+type Result struct {
+	// Outcome is Pass, Fail or Error.
+	Outcome Outcome
+	// Message is "" on Pass; on Fail the value of the deciding rule's
+	// messageExpression, or "health rule <i> of <Kind>/<name> not satisfied" when it
+	// has none, fails or returns a non-string; on Error "evaluation error: <CEL error>".
+	// It is already cut by TruncateMessage (at most 1024 runes).
+	Message string
+	// RuleSet names the set of the deciding rule: "GlobalHealthRuleSet/<name>" or
+	// "HealthRuleSet/<namespace>/<name>" ("HealthRuleSet/<name>" when the set has no
+	// namespace). "" when no rule decided (Pass).
+	RuleSet string
+	// RuleIndex is the 0-based index of the deciding rule in its set's spec.rules;
+	// -1 when no rule decided (Pass).
+	RuleIndex int
+}
+
+// passed is the Result of an object that passes.
+var passed = Result{Outcome: Pass, RuleIndex: -1}
+
+// matchKey indexes rules by what they match (spec "Match"): API version and resource.
+type matchKey struct {
+	apiVersion string
+	resource   string
+}
+
+// compiledRule is one rule, ready to run.
+type compiledRule struct {
+	ruleSet    string      // Result.RuleSet
+	index      int         // Result.RuleIndex
+	rule       cel.Program // ruleExpression
+	message    cel.Program // messageExpression; nil when the rule has none
+	generalMsg string      // message when message is nil or does not give a string
+}
+
+// Evaluator holds the compiled rules of the selected rule sets, indexed by API version
+// and resource. It is immutable and safe for concurrent use; build a new one when the
+// rule sets change.
+type Evaluator struct {
+	rules map[matchKey][]*compiledRule
+}
+
+// NewEvaluator compiles every rule of the given sets once, in the order of CONTRACT §2
+// "Rule order": global sets sorted by name, then local sets sorted by name (then
+// namespace), each set's rules in list order. The order of the arguments does not
+// matter, and they are not modified. Selection is the caller's job (see
+// SelectRuleSets): every set passed in is used.
+//
+// The first expression that does not compile fails the whole evaluator with a
+// *CompileError (spec/health-loop.txt, "Assessment" step 2).
+func NewEvaluator(global []extv1alpha1.GlobalHealthRuleSet, local []extv1alpha1.HealthRuleSet) (*Evaluator, error) {
+	env, err := newEnv()
+	if err != nil {
+		return nil, err
+	}
+	e := &Evaluator{rules: map[matchKey][]*compiledRule{}}
+
+	globalOrder := sortedIndexes(len(global), func(a, b int) int {
+		return cmp.Compare(global[a].Name, global[b].Name)
+	})
+	for _, i := range globalOrder {
+		set := &global[i]
+		if err := e.addSet(env, KindGlobalHealthRuleSet, "", set.Name, set.Spec.Rules); err != nil {
+			return nil, err
+		}
+	}
+	localOrder := sortedIndexes(len(local), func(a, b int) int {
+		return cmp.Or(cmp.Compare(local[a].Name, local[b].Name),
+			cmp.Compare(local[a].Namespace, local[b].Namespace))
+	})
+	for _, i := range localOrder {
+		set := &local[i]
+		if err := e.addSet(env, KindHealthRuleSet, set.Namespace, set.Name, set.Spec.Rules); err != nil {
+			return nil, err
+		}
+	}
+	return e, nil
+}
+
+// sortedIndexes returns 0..n-1 stably sorted by cmpFn, so NewEvaluator never copies or
+// reorders the caller's slices.
+func sortedIndexes(n int, cmpFn func(a, b int) int) []int {
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, cmpFn)
+	return order
+}
+
+// addSet compiles the rules of one set and appends them to the index.
+func (e *Evaluator) addSet(env *cel.Env, kind, namespace, name string, rules []extv1alpha1.RuleSpec) error {
+	id := ruleSetID(kind, namespace, name)
+	for i := range rules {
+		spec := &rules[i]
+		fail := func(field, expr string, err error) error {
+			return &CompileError{Kind: kind, Namespace: namespace, Name: name, RuleIndex: i,
+				Field: field, Expression: expr, Err: err}
+		}
+		rule, err := compile(env, spec.RuleExpression, cel.BoolType)
+		if err != nil {
+			return fail(FieldRuleExpression, spec.RuleExpression, err)
+		}
+		cr := &compiledRule{ruleSet: id, index: i, rule: rule, generalMsg: generalMessage(kind, name, i)}
+		if spec.MessageExpression != "" {
+			if cr.message, err = compile(env, spec.MessageExpression, cel.StringType); err != nil {
+				return fail(FieldMessageExpression, spec.MessageExpression, err)
+			}
+		}
+		seen := map[string]bool{}
+		for _, resource := range spec.Resources {
+			if seen[resource] {
+				continue // listed twice: evaluate the rule once
+			}
+			seen[resource] = true
+			key := matchKey{apiVersion: spec.APIVersion, resource: resource}
+			e.rules[key] = append(e.rules[key], cr)
+		}
+	}
+	return nil
+}
+
+// compile parses and type-checks expr and plans it with the cost limit. The static
+// type of the result must be want or dyn (object is dyn, so most expressions are).
+func compile(env *cel.Env, expr string, want *cel.Type) (cel.Program, error) {
+	ast, iss := env.Compile(expr)
+	if iss.Err() != nil {
+		return nil, iss.Err()
+	}
+	if out := ast.OutputType(); !out.IsExactType(want) && !out.IsExactType(cel.DynType) {
+		return nil, fmt.Errorf("must evaluate to %s, but its type is %s", want, out)
+	}
+	prg, err := env.Program(ast, programOptions()...)
+	if err != nil {
+		return nil, fmt.Errorf("planning the program: %w", err)
+	}
+	return prg, nil
+}
+
+// Evaluate runs the rules that apply to one live object (spec/health-rule-sets.txt,
+// "Match" and "Result"; CONTRACT §2, "Rule order" and "Messages").
+//
+// apiVersion is the object's group/version ("apps/v1", or "v1" for the core group) and
+// resource its plural lowercase resource ("deployments"); both must equal a rule's
+// apiVersion and one of its resources exactly for the rule to apply. object is the
+// content as the dynamic client returns it (unstructured.Unstructured.Object: nested
+// map[string]any and []any, integers as int64); a nil object is evaluated as {}.
+//
+// The applicable rules run in the evaluator's order; the first one that errors gives
+// Error, the first one that returns false gives Fail, and Pass needs all of them to
+// return true (or none to apply). Each expression runs within CostLimit.
+func (e *Evaluator) Evaluate(apiVersion, resource string, object map[string]any) Result {
+	rules := e.rules[matchKey{apiVersion: apiVersion, resource: resource}]
+	if len(rules) == 0 {
+		return passed
+	}
+	if object == nil {
+		object = map[string]any{}
+	}
+	act, err := interpreter.NewActivation(map[string]any{ObjectVariable: object})
+	if err != nil { // only for an unsupported input type, which a map is not
+		return Result{Outcome: Error, Message: TruncateMessage(evaluationErrorPrefix + err.Error()), RuleIndex: -1}
+	}
+	for _, r := range rules {
+		out, _, err := r.rule.Eval(act)
+		if err != nil {
+			return r.result(Error, evaluationErrorPrefix+err.Error())
+		}
+		ok, isBool := out.(types.Bool)
+		if !isBool {
+			return r.result(Error, fmt.Sprintf("%sruleExpression returned %s, not bool", evaluationErrorPrefix, typeName(out)))
+		}
+		if !ok {
+			return r.result(Fail, r.failureMessage(act))
+		}
+	}
+	return passed
+}
+
+// failureMessage evaluates the rule's messageExpression, or falls back to the general
+// message when there is none, it errors, or it does not return a string.
+func (r *compiledRule) failureMessage(act interpreter.Activation) string {
+	if r.message == nil {
+		return r.generalMsg
+	}
+	out, _, err := r.message.Eval(act)
+	if err != nil {
+		return r.generalMsg
+	}
+	s, ok := out.(types.String)
+	if !ok {
+		return r.generalMsg
+	}
+	return string(s)
+}
+
+// result builds the Result decided by this rule.
+func (r *compiledRule) result(o Outcome, message string) Result {
+	return Result{Outcome: o, Message: TruncateMessage(message), RuleSet: r.ruleSet, RuleIndex: r.index}
+}
+
+// typeName names the CEL type of v for an error message.
+func typeName(v ref.Val) string {
+	if v == nil {
+		return "nothing"
+	}
+	return v.Type().TypeName()
+}

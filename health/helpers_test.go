@@ -1,0 +1,106 @@
+package health_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
+	"github.com/kumodo/convoy-observer/health"
+	"github.com/kumodo/convoy-observer/health/manifest"
+)
+
+// sharedDir is the project's shared folder, a sibling of the repository: tests run in
+// health/, in this tree and in CI's fresh clone alike.
+const sharedDir = "../../shared"
+
+// sharedPath returns a path under sharedDir. A missing folder fails the test: the
+// fixtures are part of what the tests check, so they must never skip silently.
+func sharedPath(t *testing.T, elem ...string) string {
+	t.Helper()
+	p := filepath.Join(append([]string{sharedDir}, elem...)...)
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("shared fixtures are missing (want %s next to the repository): %v", p, err)
+	}
+	return p
+}
+
+// defaultsEvaluator compiles health/convoy-defaults.yaml.
+func defaultsEvaluator(t testing.TB) *health.Evaluator {
+	t.Helper()
+	f, err := os.Open("convoy-defaults.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	global, local, err := manifest.DecodeRuleSets(f)
+	if err != nil {
+		t.Fatalf("decoding convoy-defaults.yaml: %v", err)
+	}
+	if len(global) != 1 || len(local) != 0 || global[0].Name != "convoy-defaults" {
+		t.Fatalf("convoy-defaults.yaml: want one GlobalHealthRuleSet convoy-defaults, got %d global, %d local", len(global), len(local))
+	}
+	ev, err := health.NewEvaluator(global, local)
+	if err != nil {
+		t.Fatalf("compiling convoy-defaults.yaml: %v", err)
+	}
+	return ev
+}
+
+// readObject decodes the one object of a file the way live objects arrive (int64).
+func readObject(t testing.TB, path string) *unstructured.Unstructured {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	objs, err := manifest.DecodeObjects(f)
+	if err != nil {
+		t.Fatalf("decoding %s: %v", path, err)
+	}
+	if len(objs) != 1 {
+		t.Fatalf("%s: want one object, got %d", path, len(objs))
+	}
+	return &objs[0]
+}
+
+// evaluate runs ev on obj, matched as the loop matches an inventory entry: apiVersion
+// and the plural lowercase resource of the kind.
+func evaluate(ev *health.Evaluator, obj *unstructured.Unstructured) health.Result {
+	gvr, _ := meta.UnsafeGuessKindToResource(schema.FromAPIVersionAndKind(obj.GetAPIVersion(), obj.GetKind()))
+	return ev.Evaluate(obj.GetAPIVersion(), gvr.Resource, obj.Object)
+}
+
+// assertResult compares the outcome and message of a Result.
+func assertResult(t *testing.T, got health.Result, outcome health.Outcome, message string) {
+	t.Helper()
+	if got.Outcome != outcome || got.Message != message {
+		t.Errorf("got %v %q (rule set %q, rule %d), want %v %q",
+			got.Outcome, got.Message, got.RuleSet, got.RuleIndex, outcome, message)
+	}
+}
+
+// globalSet builds a GlobalHealthRuleSet with the given rules.
+func globalSet(name string, labels map[string]string, rules ...extv1alpha1.RuleSpec) extv1alpha1.GlobalHealthRuleSet {
+	s := extv1alpha1.GlobalHealthRuleSet{Spec: extv1alpha1.GlobalHealthRuleSetSpec{Rules: rules}}
+	s.Name, s.Labels = name, labels
+	return s
+}
+
+// localSet builds a HealthRuleSet with the given rules.
+func localSet(namespace, name string, labels map[string]string, rules ...extv1alpha1.RuleSpec) extv1alpha1.HealthRuleSet {
+	s := extv1alpha1.HealthRuleSet{Spec: extv1alpha1.HealthRuleSetSpec{Rules: rules}}
+	s.Namespace, s.Name, s.Labels = namespace, name, labels
+	return s
+}
+
+// configMapRule is a rule for v1 configmaps.
+func configMapRule(ruleExpr, messageExpr string) extv1alpha1.RuleSpec {
+	return extv1alpha1.RuleSpec{APIVersion: "v1", Resources: []string{"configmaps"},
+		RuleExpression: ruleExpr, MessageExpression: messageExpr}
+}

@@ -1,0 +1,219 @@
+// Package manifest reads the files that convoyctl health eval (CONTRACT §3) takes:
+// objects and health rule sets written as YAML or JSON, one or more documents per file,
+// or a List of them.
+//
+// Objects decode the way the dynamic client returns live objects: whole numbers become
+// int64, other numbers float64. Decoding YAML or JSON into map[string]any with
+// sigs.k8s.io/yaml or encoding/json would give float64 for every number, and CEL does
+// not treat double and int alike (`object.spec.replicas + 1` has no overload for a
+// double and an int); see shared/cases case 18a. This package goes through
+// apimachinery's unstructured JSON scheme, as the API machinery does.
+//
+//	objs, err := manifest.DecodeObjects(f) // []unstructured.Unstructured
+//	global, local, err := manifest.DecodeRuleSets(g)
+package manifest
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	sigsjson "sigs.k8s.io/json"
+
+	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
+)
+
+// Kinds of the two rule set types.
+const (
+	kindGlobal = "GlobalHealthRuleSet"
+	kindLocal  = "HealthRuleSet"
+)
+
+// scanBuffer is how far the decoder looks ahead to tell JSON from YAML.
+const scanBuffer = 4096
+
+// documents splits r into its documents, each converted to JSON. Empty documents (a
+// leading "---", a document of comments only) are skipped. An error names the 1-based
+// number of the document that failed.
+func documents(r io.Reader) ([][]byte, error) {
+	dec := utilyaml.NewYAMLOrJSONDecoder(r, scanBuffer)
+	var docs [][]byte
+	for n := 1; ; n++ {
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			if errors.Is(err, io.EOF) {
+				return docs, nil
+			}
+			return nil, fmt.Errorf("document %d: %w", n, err)
+		}
+		if s := strings.TrimSpace(string(raw)); s == "" || s == "null" {
+			continue
+		}
+		docs = append(docs, raw)
+	}
+}
+
+// isList reports whether kind names a list: List, or any kind ending in List.
+func isList(kind string) bool { return strings.HasSuffix(kind, "List") }
+
+// DecodeObjects reads every object in r. r holds YAML or JSON, one or more documents; a
+// document whose kind is List or ends in List and that has items stands for its items
+// (an item without apiVersion and kind gets them from the list, as for a PodList). Every
+// object must have a kind and an apiVersion. Numbers decode as on live objects: int64 for
+// whole numbers, float64 otherwise. An error names the document (1-based) and, within a
+// list, the item (0-based).
+func DecodeObjects(r io.Reader) ([]unstructured.Unstructured, error) {
+	docs, err := documents(r)
+	if err != nil {
+		return nil, err
+	}
+	var objs []unstructured.Unstructured
+	for i, doc := range docs {
+		var u unstructured.Unstructured
+		if _, _, err := unstructured.UnstructuredJSONScheme.Decode(doc, nil, &u); err != nil {
+			return nil, fmt.Errorf("document %d: %w", i+1, shorten(err))
+		}
+		if !isList(u.GetKind()) || !u.IsList() {
+			if err := checkObject(&u); err != nil {
+				return nil, fmt.Errorf("document %d: %w", i+1, err)
+			}
+			objs = append(objs, u)
+			continue
+		}
+		var list unstructured.UnstructuredList
+		if _, _, err := unstructured.UnstructuredJSONScheme.Decode(doc, nil, &list); err != nil {
+			return nil, fmt.Errorf("document %d: %w", i+1, shorten(err))
+		}
+		for j := range list.Items {
+			if err := checkObject(&list.Items[j]); err != nil {
+				return nil, fmt.Errorf("document %d: item %d: %w", i+1, j, err)
+			}
+		}
+		objs = append(objs, list.Items...)
+	}
+	return objs, nil
+}
+
+// checkObject requires what matching a rule needs: apiVersion and kind.
+func checkObject(u *unstructured.Unstructured) error {
+	if u.GetKind() == "" {
+		return errors.New("object has no kind")
+	}
+	if u.GetAPIVersion() == "" {
+		return fmt.Errorf("%s %q has no apiVersion", u.GetKind(), u.GetName())
+	}
+	return nil
+}
+
+// shorten replaces apimachinery's missing-kind error, which quotes the whole document,
+// with a short one.
+func shorten(err error) error {
+	if runtime.IsMissingKind(err) {
+		return errors.New("object has no kind")
+	}
+	return err
+}
+
+// typeMeta is what DecodeRuleSets reads first of every document.
+type typeMeta struct {
+	APIVersion string            `json:"apiVersion"`
+	Kind       string            `json:"kind"`
+	Items      []json.RawMessage `json:"items"`
+}
+
+// DecodeRuleSets reads every GlobalHealthRuleSet and HealthRuleSet in r, in file order.
+// r holds YAML or JSON, one or more documents; a List (kind List, GlobalHealthRuleSetList
+// or HealthRuleSetList) stands for its items. Every document must be one of the two kinds
+// of extensions.convoy.kumodo.io/v1alpha1; any other kind is an error. Decoding is
+// strict, as the API server's field validation: an unknown or duplicated field, or a
+// field name in the wrong case, is an error that names the field. It does not validate
+// the rules (that is NewEvaluator's job).
+func DecodeRuleSets(r io.Reader) ([]extv1alpha1.GlobalHealthRuleSet, []extv1alpha1.HealthRuleSet, error) {
+	docs, err := documents(r)
+	if err != nil {
+		return nil, nil, err
+	}
+	var d ruleSetDecoder
+	for i, doc := range docs {
+		if err := d.decode(doc, "", ""); err != nil {
+			return nil, nil, fmt.Errorf("document %d: %w", i+1, err)
+		}
+	}
+	return d.global, d.local, nil
+}
+
+// ruleSetDecoder collects the rule sets of DecodeRuleSets.
+type ruleSetDecoder struct {
+	global []extv1alpha1.GlobalHealthRuleSet
+	local  []extv1alpha1.HealthRuleSet
+}
+
+// decode decodes one document or list item. defaultAPIVersion and defaultKind come from
+// an enclosing typed list, for items that leave them out.
+func (d *ruleSetDecoder) decode(doc []byte, defaultAPIVersion, defaultKind string) error {
+	var tm typeMeta
+	if err := json.Unmarshal(doc, &tm); err != nil {
+		return err
+	}
+	if tm.APIVersion == "" && tm.Kind == "" {
+		tm.APIVersion, tm.Kind = defaultAPIVersion, defaultKind
+	}
+	want := extv1alpha1.GroupVersion.String()
+	switch {
+	case isList(tm.Kind) && tm.Items != nil:
+		itemKind := ""
+		if tm.Kind != "List" {
+			itemKind = strings.TrimSuffix(tm.Kind, "List")
+		}
+		for j, item := range tm.Items {
+			if err := d.decode(item, tm.APIVersion, itemKind); err != nil {
+				return fmt.Errorf("item %d: %w", j, err)
+			}
+		}
+		return nil
+	case tm.APIVersion == want && tm.Kind == kindGlobal:
+		var set extv1alpha1.GlobalHealthRuleSet
+		if err := strictUnmarshal(doc, &set); err != nil {
+			return fmt.Errorf("%s %q: %w", kindGlobal, nameOf(doc), err)
+		}
+		set.APIVersion, set.Kind = want, kindGlobal
+		d.global = append(d.global, set)
+		return nil
+	case tm.APIVersion == want && tm.Kind == kindLocal:
+		var set extv1alpha1.HealthRuleSet
+		if err := strictUnmarshal(doc, &set); err != nil {
+			return fmt.Errorf("%s %q: %w", kindLocal, nameOf(doc), err)
+		}
+		set.APIVersion, set.Kind = want, kindLocal
+		d.local = append(d.local, set)
+		return nil
+	default:
+		return fmt.Errorf("unknown kind %q of apiVersion %q: want %s or %s of %s",
+			tm.Kind, tm.APIVersion, kindGlobal, kindLocal, want)
+	}
+}
+
+// strictUnmarshal decodes JSON case-sensitively and rejects unknown and duplicate fields.
+func strictUnmarshal(doc []byte, into any) error {
+	strict, err := sigsjson.UnmarshalStrict(doc, into)
+	if err != nil {
+		return err
+	}
+	return errors.Join(strict...)
+}
+
+// nameOf returns metadata.name of a document, or "" when it has none, for messages.
+func nameOf(doc []byte) string {
+	var m struct {
+		Metadata struct {
+			Name string `json:"name"`
+		} `json:"metadata"`
+	}
+	_ = json.Unmarshal(doc, &m)
+	return m.Metadata.Name
+}

@@ -1,0 +1,41 @@
+package health
+
+import (
+	"fmt"
+	"unicode/utf8"
+
+	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
+)
+
+// truncationMark ends a message that TruncateMessage cut.
+const truncationMark = "…"
+
+// evaluationErrorPrefix starts the message of an Error result (CONTRACT §2, "Messages").
+const evaluationErrorPrefix = "evaluation error: "
+
+// TruncateMessage cuts s to at most v1alpha1.MaxMessageLength (1024) characters, counted
+// as runes, the unit of the CRD's maxLength. A cut message keeps its first 1023 runes and
+// ends in "…", so it is exactly 1024 runes long. A string that fits is returned as is.
+// (CONTRACT §1, ReleaseInventory entries[].message.)
+func TruncateMessage(s string) string {
+	const limit = v1alpha1.MaxMessageLength
+	// A string of at most limit bytes has at most limit runes: no need to count.
+	if len(s) <= limit || utf8.RuneCountInString(s) <= limit {
+		return s
+	}
+	n := 0
+	for i := range s {
+		if n == limit-1 {
+			return s[:i] + truncationMark
+		}
+		n++
+	}
+	return s // unreachable: s has more than limit runes
+}
+
+// generalMessage is the message of a failing rule that has no usable messageExpression
+// (CONTRACT §2, "Messages"). It names the set as <Kind>/<name>, without a namespace,
+// exactly as the contract writes it.
+func generalMessage(kind, name string, index int) string {
+	return fmt.Sprintf("health rule %d of %s/%s not satisfied", index, kind, name)
+}

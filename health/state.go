@@ -1,0 +1,44 @@
+package health
+
+import (
+	"time"
+
+	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
+)
+
+// DeriveState turns the Result of one inventory entry and its firstUnhealthy anchor into
+// the entry's state and its new anchor (spec/health-loop.txt, "Per-entry evaluation" and
+// "Anchors"):
+//
+//   - Error: Unknown; the anchor is kept as it is (nil stays nil).
+//   - Pass: Healthy; the anchor is cleared (nil).
+//   - Fail: the anchor becomes now when it is nil. Without a deadline (deadline nil) the
+//     state is Progressing. Otherwise it is Degraded when now − anchor ≥ *deadline, else
+//     Progressing.
+//
+// now is the time of this pass; DeriveState reads no clock. The subtraction saturates
+// (time.Time.Sub), so an anchor far in the past or a huge deadline never overflows. An
+// anchor after now (clock skew) gives a negative elapsed time, hence Progressing for any
+// deadline ≥ 0. The returned anchor is a fresh pointer, never firstUnhealthy itself.
+// An Outcome other than the three constants is treated as Error.
+func DeriveState(r Result, firstUnhealthy *time.Time, deadline *time.Duration, now time.Time) (v1alpha1.HealthState, *time.Time) {
+	switch r.Outcome {
+	case Pass:
+		return v1alpha1.StateHealthy, nil
+	case Fail:
+		anchor := now
+		if firstUnhealthy != nil {
+			anchor = *firstUnhealthy
+		}
+		if deadline != nil && now.Sub(anchor) >= *deadline {
+			return v1alpha1.StateDegraded, &anchor
+		}
+		return v1alpha1.StateProgressing, &anchor
+	default:
+		if firstUnhealthy == nil {
+			return v1alpha1.StateUnknown, nil
+		}
+		anchor := *firstUnhealthy
+		return v1alpha1.StateUnknown, &anchor
+	}
+}
