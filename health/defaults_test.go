@@ -184,6 +184,12 @@ var objectCases = map[string]defaultsCase{
 	"18a-cel-int-vs-double.yaml": {healthy, ""},
 }
 
+// defaultsRuleIndex is the index of each kind's rule in convoy-defaults.
+var defaultsRuleIndex = map[string]int{
+	"Deployment": 0, "StatefulSet": 1, "DaemonSet": 2, "Pod": 3, "Job": 4,
+	"PersistentVolumeClaim": 5, "PersistentVolume": 6,
+}
+
 func TestDefaultsGitopsEngineFixtures(t *testing.T) {
 	t.Parallel()
 	runDefaultsCases(t, sharedPath(t, "fixtures", "gitops-engine-health"), gitopsEngineCases)
@@ -220,6 +226,14 @@ func runDefaultsCases(t *testing.T, dir string, cases map[string]defaultsCase) {
 			if state != want.state || r.Message != want.message {
 				t.Errorf("got %s %q (%v, rule set %q, rule %d), want %s %q",
 					state, r.Message, r.Outcome, r.RuleSet, r.RuleIndex, want.state, want.message)
+			}
+			// The deciding rule is the one for the object's kind; a pass names none.
+			wantSet, wantIndex := "", -1
+			if r.Outcome != health.Pass {
+				wantSet, wantIndex = "GlobalHealthRuleSet/convoy-defaults", defaultsRuleIndex[readObject(t, dir+"/"+name).GetKind()]
+			}
+			if r.RuleSet != wantSet || r.RuleIndex != wantIndex {
+				t.Errorf("deciding rule: got %q %d, want %q %d", r.RuleSet, r.RuleIndex, wantSet, wantIndex)
 			}
 			// With a deadline that has passed since the anchor, only failures change.
 			deadline, anchor := 5*time.Minute, now.Add(-time.Hour)

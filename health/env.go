@@ -12,9 +12,9 @@ import (
 	"k8s.io/apiserver/pkg/cel/library"
 )
 
-// ObjectVariable is the name of the only CEL variable that a rule sees: the live
+// objectVariable is the name of the only CEL variable that a rule sees: the live
 // resource, typed dyn (spec/health-rule-sets.txt, "Rules").
-const ObjectVariable = "object"
+const objectVariable = "object"
 
 // CostLimit is the runtime cost budget of one evaluation of one expression, in CEL cost
 // units. It is Kubernetes' per-call limit for CEL validation rules (about 0.1 s of CPU);
@@ -39,7 +39,7 @@ var (
 func newEnv() (*cel.Env, error) {
 	baseEnvOnce.Do(func() {
 		baseEnv, baseEnvErr = cel.NewEnv(
-			cel.Variable(ObjectVariable, cel.DynType),
+			cel.Variable(objectVariable, cel.DynType),
 
 			cel.HomogeneousAggregateLiterals(),
 			cel.EagerlyValidateDeclarations(true),

@@ -208,7 +208,7 @@ func (e *Evaluator) Evaluate(apiVersion, resource string, object map[string]any)
 	if object == nil {
 		object = map[string]any{}
 	}
-	act, err := interpreter.NewActivation(map[string]any{ObjectVariable: object})
+	act, err := interpreter.NewActivation(map[string]any{objectVariable: object})
 	if err != nil { // only for an unsupported input type, which a map is not
 		return Result{Outcome: Error, Message: TruncateMessage(evaluationErrorPrefix + err.Error()), RuleIndex: -1}
 	}

@@ -20,7 +20,10 @@ import (
 // (time.Time.Sub), so an anchor far in the past or a huge deadline never overflows. An
 // anchor after now (clock skew) gives a negative elapsed time, hence Progressing for any
 // deadline ≥ 0. The returned anchor is a fresh pointer, never firstUnhealthy itself.
-// An Outcome other than the three constants is treated as Error.
+// An Outcome other than the three constants is treated as Error. For an object that the
+// loop cannot read, pass Result{Outcome: Error, Message: "object not found"} (or
+// "cannot read object: <error>", CONTRACT §2 "Messages"): it is Unknown and keeps its
+// anchor like an evaluation error.
 func DeriveState(r Result, firstUnhealthy *time.Time, deadline *time.Duration, now time.Time) (v1alpha1.HealthState, *time.Time) {
 	switch r.Outcome {
 	case Pass:

@@ -103,7 +103,7 @@ func (o *evalOptions) run(env *cliEnv) error {
 	for _, path := range o.rules {
 		g, l, err := readRuleSets(path)
 		if err != nil {
-			return usageError(err)
+			return inputError(err)
 		}
 		global, local = append(global, g...), append(local, l...)
 	}
@@ -111,7 +111,7 @@ func (o *evalOptions) run(env *cliEnv) error {
 	for _, path := range o.objects {
 		objs, err := readObjects(path)
 		if err != nil {
-			return usageError(err)
+			return inputError(err)
 		}
 		objects = append(objects, objs...)
 	}

@@ -43,13 +43,17 @@ type cliEnv struct {
 type exitError struct {
 	code int
 	err  error
+	hint bool // print the pointer to --help after the message
 }
 
 func (e *exitError) Error() string { return e.err.Error() }
 func (e *exitError) Unwrap() error { return e.err }
 
-// usageError marks err as a usage or input error (exit 2).
-func usageError(err error) error { return &exitError{code: exitUsage, err: err} }
+// usageError marks err as a usage error (exit 2, with a pointer to --help).
+func usageError(err error) error { return &exitError{code: exitUsage, err: err, hint: true} }
+
+// inputError marks err as unreadable input (exit 2).
+func inputError(err error) error { return &exitError{code: exitUsage, err: err} }
 
 // run executes convoyctl with args (without the program name) and returns the exit
 // status. Errors go to stderr as one "convoyctl: …" line. An error that no command
@@ -65,7 +69,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stderr, "convoyctl: %v\n", err)
 	var ee *exitError
 	if errors.As(err, &ee) {
-		if ee.code == exitUsage {
+		if ee.hint {
 			fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
 		}
 		return ee.code

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+
 	"github.com/spf13/cobra"
 )
 
@@ -9,7 +11,7 @@ func newRootCommand(env *cliEnv) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "convoyctl",
 		Short:         "Command line of convoy-observer",
-		Args:          cobra.NoArgs,
+		RunE:          runGroup,
 		SilenceErrors: true, // run prints errors and maps them to exit statuses
 		SilenceUsage:  true,
 	}
@@ -25,8 +27,18 @@ func newHealthCommand(env *cliEnv) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "health",
 		Short: "Work with health rule sets",
-		Args:  cobra.NoArgs, // an unknown subcommand is an error, not a help page
+		RunE:  runGroup,
 	}
 	cmd.AddCommand(newHealthEvalCommand(env))
 	return cmd
+}
+
+// runGroup runs a command that only groups subcommands: alone it prints its help; with
+// an argument that names no subcommand it is a usage error. (Cobra would print the help
+// and succeed for a group without a Run function, hiding a mistyped subcommand.)
+func runGroup(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usageError(fmt.Errorf("unknown command %q for %q", args[0], cmd.CommandPath()))
+	}
+	return cmd.Help()
 }

@@ -1,0 +1,190 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// defaultsFile is the shipped default rule set, in this repository.
+const defaultsFile = "../../health/convoy-defaults.yaml"
+
+// case18a is the shared case of a Deployment whose counts must stay integers.
+const case18a = "../../../shared/cases/objects/18a-cel-int-vs-double.yaml"
+
+// writeFile writes content to a new file in a test's temporary folder.
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// runCLI runs convoyctl and returns its exit status, stdout and stderr.
+func runCLI(args ...string) (int, string, string) {
+	var stdout, stderr bytes.Buffer
+	code := run(args, &stdout, &stderr)
+	return code, stdout.String(), stderr.String()
+}
+
+// assertRun checks exit status, exact stdout and a fragment of stderr.
+func assertRun(t *testing.T, args []string, wantCode int, wantStdout, wantStderr string) {
+	t.Helper()
+	code, stdout, stderr := runCLI(args...)
+	if code != wantCode {
+		t.Errorf("exit %d, want %d; stderr: %s", code, wantCode, stderr)
+	}
+	if stdout != wantStdout {
+		t.Errorf("stdout:\n%s\nwant:\n%s", stdout, wantStdout)
+	}
+	if !strings.Contains(stderr, wantStderr) {
+		t.Errorf("stderr %q does not contain %q", stderr, wantStderr)
+	}
+	if wantCode == 0 && stderr != "" {
+		t.Errorf("unexpected stderr %q", stderr)
+	}
+}
+
+const deploymentYAML = `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: demo, generation: 2}
+spec: {replicas: 3}
+status: {observedGeneration: 2, replicas: 3, updatedReplicas: 1, availableReplicas: 1}
+`
+
+const podsListJSON = `{"apiVersion": "v1", "kind": "List", "items": [
+  {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a", "namespace": "demo"}, "status": {"phase": "Running"}},
+  {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "b", "namespace": "demo"}, "status": {"phase": "Pending"}}
+]}`
+
+func TestHealthEval(t *testing.T) {
+	t.Parallel()
+	deploy := writeFile(t, "deploy.yaml", deploymentYAML+"---\napiVersion: v1\nkind: Service\nmetadata: {name: svc, namespace: demo}\n")
+	pods := writeFile(t, "pods.json", podsListJSON)
+	local := writeFile(t, "local.yaml", `apiVersion: extensions.convoy.kumodo.io/v1alpha1
+kind: HealthRuleSet
+metadata: {name: services, namespace: demo}
+spec:
+  rules:
+  - apiVersion: v1
+    resources: [services]
+    ruleExpression: "has(object.status)"
+`)
+	// The replicas rule shows integers stay integers: int arithmetic and string().
+	ints := writeFile(t, "ints.yaml", `apiVersion: extensions.convoy.kumodo.io/v1alpha1
+kind: GlobalHealthRuleSet
+metadata: {name: ints}
+spec:
+  rules:
+  - apiVersion: apps/v1
+    resources: [deployments]
+    ruleExpression: "type(object.spec.replicas) == int && object.spec.replicas + 1 == 4"
+  - apiVersion: apps/v1
+    resources: [deployments]
+    ruleExpression: "false"
+    messageExpression: "'replicas ' + string(object.spec.replicas) + ', doubled ' + string(object.spec.replicas * 2)"
+`)
+	const (
+		web      = `{"apiVersion":"apps/v1","kind":"Deployment","namespace":"demo","name":"web","state":"%s","message":"1/3 available, 1 updated"}` + "\n"
+		podA     = `{"apiVersion":"v1","kind":"Pod","namespace":"demo","name":"a","state":"Healthy","message":""}` + "\n"
+		podB     = `{"apiVersion":"v1","kind":"Pod","namespace":"demo","name":"b","state":"%s","message":"phase: Pending"}` + "\n"
+		svc      = `{"apiVersion":"v1","kind":"Service","namespace":"demo","name":"svc","state":"Healthy","message":""}` + "\n"
+		svcLocal = `{"apiVersion":"v1","kind":"Service","namespace":"demo","name":"svc","state":"Progressing","message":"health rule 0 of HealthRuleSet/services not satisfied"}` + "\n"
+	)
+	sprintf := func(format, state string) string { return strings.Replace(format, "%s", state, 1) }
+	cases := []struct {
+		name   string
+		args   []string
+		stdout string
+	}{
+		{name: "YAML, multi-document; JSON List; no deadline",
+			args:   []string{"--object", deploy, "--object", pods, "--now", "2026-01-01T00:00:00Z"},
+			stdout: sprintf(web, "Progressing") + svc + podA + sprintf(podB, "Progressing")},
+		{name: "deadline passed exactly",
+			args:   []string{"--object", pods, "--deadline", "5m", "--first-unhealthy", "2026-01-01T00:00:00Z", "--now", "2026-01-01T00:05:00Z"},
+			stdout: podA + sprintf(podB, "Degraded")},
+		{name: "deadline not yet passed",
+			args:   []string{"--object", pods, "--deadline", "5m", "--first-unhealthy", "2026-01-01T00:00:00Z", "--now", "2026-01-01T00:04:59.999Z"},
+			stdout: podA + sprintf(podB, "Progressing")},
+		{name: "deadline without anchor: the failure starts now",
+			args:   []string{"--object", pods, "--deadline", "1s"},
+			stdout: podA + sprintf(podB, "Progressing")},
+		{name: "local rule set from a second --rules file",
+			args:   []string{"--rules", local, "--object", deploy},
+			stdout: sprintf(web, "Progressing") + svcLocal},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			args := append([]string{"health", "eval", "--rules", defaultsFile}, tc.args...)
+			assertRun(t, args, 0, tc.stdout, "")
+		})
+	}
+	t.Run("integers stay int64 (case 18a)", func(t *testing.T) {
+		t.Parallel()
+		assertRun(t, []string{"health", "eval", "--rules", ints, "--object", case18a}, 0,
+			`{"apiVersion":"apps/v1","kind":"Deployment","namespace":"demo","name":"app1-18a","state":"Progressing","message":"replicas 3, doubled 6"}`+"\n", "")
+	})
+}
+
+func TestHealthEvalErrors(t *testing.T) {
+	t.Parallel()
+	obj := writeFile(t, "obj.yaml", deploymentYAML)
+	broken := writeFile(t, "broken.yaml", `apiVersion: extensions.convoy.kumodo.io/v1alpha1
+kind: GlobalHealthRuleSet
+metadata: {name: broken}
+spec:
+  rules:
+  - {apiVersion: v1, resources: [pods], ruleExpression: "true"}
+  - {apiVersion: v1, resources: [pods], ruleExpression: "object.status.phase ==", messageExpression: "'x'"}
+`)
+	unknownKind := writeFile(t, "cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n")
+	notYAML := writeFile(t, "bad.yaml", "kind: [\n")
+	noKind := writeFile(t, "nokind.yaml", "apiVersion: v1\nmetadata: {name: c}\n")
+	missing := filepath.Join(t.TempDir(), "missing.yaml")
+	eval := func(args ...string) []string { return append([]string{"health", "eval"}, args...) }
+
+	cases := []struct {
+		name   string
+		args   []string
+		code   int
+		stderr string
+	}{
+		{"rule set does not compile", eval("--rules", broken, "--object", obj), 1,
+			`GlobalHealthRuleSet/broken rule 1: ruleExpression "object.status.phase ==": ERROR`},
+		{"missing --rules", eval("--object", obj), 2, `required flag(s) "rules" not set`},
+		{"missing --object", eval("--rules", defaultsFile), 2, `required flag(s) "object" not set`},
+		{"unknown flag", eval("--rules", defaultsFile, "--object", obj, "--colour"), 2, "unknown flag: --colour"},
+		{"positional argument", eval("--rules", defaultsFile, "--object", obj, "extra"), 2, `unknown command "extra"`},
+		{"unknown subcommand", []string{"health", "evaluate"}, 2, `unknown command "evaluate" for "convoyctl health"`},
+		{"unknown command", []string{"release-status"}, 2, `unknown command "release-status" for "convoyctl"`},
+		{"unreadable rules", eval("--rules", missing, "--object", obj), 2, "reading rules: open " + missing},
+		{"unreadable object", eval("--rules", defaultsFile, "--object", missing), 2, "reading objects: open " + missing},
+		{"rules of an unknown kind", eval("--rules", unknownKind, "--object", obj), 2, `unknown kind "ConfigMap" of apiVersion "v1"`},
+		{"objects not YAML", eval("--rules", defaultsFile, "--object", notYAML), 2, "reading objects " + notYAML + ": document 1"},
+		{"object without kind", eval("--rules", defaultsFile, "--object", noKind), 2, "object has no kind"},
+		{"bad --deadline", eval("--rules", defaultsFile, "--object", obj, "--deadline", "5 minutes"), 2, `invalid --deadline "5 minutes"`},
+		{"bad --now", eval("--rules", defaultsFile, "--object", obj, "--now", "yesterday"), 2, `invalid --now "yesterday"`},
+		{"bad --first-unhealthy", eval("--rules", defaultsFile, "--object", obj, "--first-unhealthy", "2026-01-01"), 2, `invalid --first-unhealthy "2026-01-01"`},
+		// Unreadable input wins over a compile error: nothing is compiled before all is read.
+		{"unreadable object and a compile error", eval("--rules", broken, "--object", missing), 2, "reading objects"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			assertRun(t, tc.args, tc.code, "", tc.stderr)
+		})
+	}
+}
+
+func TestHelp(t *testing.T) {
+	t.Parallel()
+	code, stdout, _ := runCLI("health", "eval", "--help")
+	if code != 0 || !strings.Contains(stdout, "--first-unhealthy") || !strings.Contains(stdout, "Exit status") {
+		t.Errorf("exit %d, help:\n%s", code, stdout)
+	}
+}

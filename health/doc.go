@@ -1,0 +1,44 @@
+// Package health evaluates the CEL health rules of GlobalHealthRuleSets and
+// HealthRuleSets against live Kubernetes objects and turns the verdict into a health
+// state (spec/health-rule-sets.txt; spec/health-loop.txt, "Per-entry evaluation").
+//
+// The package is pure: it holds no client and reads no clock. The health loop lists the
+// rule sets and reads the objects, and passes the time of its pass in, so every step here
+// can be tested with plain values and the convoyctl command line gives the same answers
+// as the loop.
+//
+// A pass of the loop over one Release uses it like this:
+//
+//	global, local, err := health.SelectRuleSets(allGlobal, allLocal,
+//		ha.GlobalRuleSetSelector, ha.LocalRuleSetSelector, release.Namespace)
+//	if err != nil { ... }                    // invalid selector
+//	ev, err := health.NewEvaluator(global, local)
+//	if err != nil { ... }                    // *health.CompileError: stop assessing this Release
+//	for _, entry := range inventory.Entries {
+//		obj := read(entry)                   // unstructured.Unstructured from the dynamic client
+//		r := ev.Evaluate(entry.APIVersion(), entry.Resource, obj.Object)
+//		state, anchor := health.DeriveState(r, firstUnhealthy(entry), deadline, now)
+//		// write state, r.Message and anchor (firstUnhealthy) to the entry
+//	}
+//
+// Why it is shaped this way:
+//
+//   - NewEvaluator compiles every expression once per set of rule sets, and fails as a
+//     whole on the first bad expression: a Release is never assessed with half its rules.
+//     Rules are indexed by apiVersion and resource, so Evaluate runs only the rules that
+//     apply to an object.
+//   - The order of rules is fixed (CONTRACT §2, "Rule order": GlobalHealthRuleSets by name,
+//     then HealthRuleSets by name, each set's rules in list order) and NewEvaluator sorts
+//     on its own, so the deciding rule and its message never depend on list order.
+//   - The CEL environment is Kubernetes' own (the libraries of the API server's base
+//     environment, optional types, cross-type numeric comparisons) with one dyn variable,
+//     object, so rules read like CRD validation rules. Each evaluation has a cost limit
+//     (CostLimit, the API server's per-call limit), so a runaway rule ends in an
+//     evaluation error, never a hung loop.
+//   - CEL's && and || let a decisive operand absorb an error in another, so
+//     `has(object.status) && object.status.x == 1` fails cleanly on an object without
+//     status; an error that nothing absorbs is an evaluation error, which is Unknown,
+//     not a failure.
+//   - Objects must reach Evaluate as the dynamic client returns them, integers as int64:
+//     CEL keeps int and double apart. Package manifest decodes files that way.
+package health

@@ -1,0 +1,160 @@
+package manifest_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/kumodo/convoy-observer/health/manifest"
+)
+
+func TestDecodeObjects(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name    string
+		in      string
+		want    []string // kind/namespace/name
+		wantErr string
+	}{
+		{name: "multi-document YAML with empty documents", in: `---
+# comment only
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: demo}
+spec: {replicas: 3}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: p}
+`, want: []string{"Deployment/demo/web", "Pod//p"}},
+		{name: "JSON stream", in: `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"a"},"spec":{"replicas":3}}
+{"apiVersion":"v1","kind":"Pod","metadata":{"name":"b"}}`, want: []string{"Deployment//a", "Pod//b"}},
+		{name: "List", in: `apiVersion: v1
+kind: List
+items:
+- {apiVersion: apps/v1, kind: Deployment, metadata: {name: a}, spec: {replicas: 3}}
+- {apiVersion: batch/v1, kind: Job, metadata: {name: b}}
+`, want: []string{"Deployment//a", "Job//b"}},
+		{name: "typed list: items inherit kind and apiVersion", in: `{"apiVersion":"v1","kind":"PodList","items":[{"metadata":{"name":"a"}},{"metadata":{"name":"b"}}]}`,
+			want: []string{"Pod//a", "Pod//b"}},
+		{name: "empty list", in: "apiVersion: v1\nkind: List\nitems: []\n", want: nil},
+		{name: "empty file", in: "", want: nil},
+		{name: "missing kind", in: "apiVersion: v1\nmetadata: {name: a}\n", wantErr: "document 1: object has no kind"},
+		{name: "missing apiVersion", in: "kind: Pod\nmetadata: {name: a}\n", wantErr: `document 1: Pod "a" has no apiVersion`},
+		{name: "list item without kind", in: "apiVersion: v1\nkind: List\nitems:\n- {metadata: {name: a}}\n",
+			wantErr: "document 1: item 0: object has no kind"},
+		{name: "bad YAML", in: "kind: Pod\n---\nkind: [\n", wantErr: "document 2"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			objs, err := manifest.DecodeObjects(strings.NewReader(tc.in))
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, o := range objs {
+				got = append(got, o.GetKind()+"/"+o.GetNamespace()+"/"+o.GetName())
+			}
+			if strings.Join(got, ",") != strings.Join(tc.want, ",") {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+			for _, o := range objs {
+				if o.GetKind() == "Deployment" {
+					if r, ok := o.Object["spec"].(map[string]any)["replicas"].(int64); !ok || r != 3 {
+						t.Errorf("spec.replicas is %T %v, want int64 3", o.Object["spec"].(map[string]any)["replicas"], r)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestDecodeObjectsNumbers: numbers decode as on live objects.
+func TestDecodeObjectsNumbers(t *testing.T) {
+	t.Parallel()
+	objs, err := manifest.DecodeObjects(strings.NewReader(`apiVersion: v1
+kind: ConfigMap
+metadata: {name: n, generation: 9007199254740993}
+data: {int: 3, neg: -2, float: 1.5, list: [1, 2.5]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := objs[0].Object["data"].(map[string]any)
+	want := map[string]any{"int": int64(3), "neg": int64(-2), "float": 1.5}
+	for k, v := range want {
+		if data[k] != v {
+			t.Errorf("%s: %T %v, want %T %v", k, data[k], data[k], v, v)
+		}
+	}
+	if l := data["list"].([]any); l[0] != int64(1) || l[1] != 2.5 {
+		t.Errorf("list %#v", l)
+	}
+	if g := objs[0].GetGeneration(); g != 9007199254740993 {
+		t.Errorf("generation %d lost precision", g)
+	}
+}
+
+func TestDecodeRuleSets(t *testing.T) {
+	t.Parallel()
+	const header = "apiVersion: extensions.convoy.kumodo.io/v1alpha1\n"
+	rule := "spec:\n  rules:\n  - {apiVersion: v1, resources: [pods], ruleExpression: 'true'}\n"
+	cases := []struct {
+		name       string
+		in         string
+		wantGlobal []string
+		wantLocal  []string
+		wantErr    string
+	}{
+		{name: "both kinds, multi-document",
+			in:         header + "kind: GlobalHealthRuleSet\nmetadata: {name: g}\n" + rule + "---\n" + header + "kind: HealthRuleSet\nmetadata: {name: l, namespace: demo}\n" + rule,
+			wantGlobal: []string{"g"}, wantLocal: []string{"demo/l"}},
+		{name: "List",
+			in: "apiVersion: v1\nkind: List\nitems:\n- apiVersion: extensions.convoy.kumodo.io/v1alpha1\n  kind: GlobalHealthRuleSet\n  metadata: {name: a}\n  spec: {rules: []}\n" +
+				"- apiVersion: extensions.convoy.kumodo.io/v1alpha1\n  kind: GlobalHealthRuleSet\n  metadata: {name: b}\n  spec: {rules: []}\n",
+			wantGlobal: []string{"a", "b"}},
+		{name: "typed list", in: header + "kind: HealthRuleSetList\nitems:\n- metadata: {name: x, namespace: ns}\n  spec: {rules: []}\n",
+			wantLocal: []string{"ns/x"}},
+		{name: "unknown kind", in: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n",
+			wantErr: `document 1: unknown kind "ConfigMap" of apiVersion "v1"`},
+		{name: "wrong group", in: "apiVersion: example.com/v1\nkind: GlobalHealthRuleSet\nmetadata: {name: c}\n",
+			wantErr: `unknown kind "GlobalHealthRuleSet" of apiVersion "example.com/v1"`},
+		{name: "unknown field", in: header + "kind: GlobalHealthRuleSet\nmetadata: {name: g}\nspec:\n  rules:\n  - {apiVersion: v1, resources: [pods], ruleExpresion: 'true'}\n",
+			wantErr: `GlobalHealthRuleSet "g": unknown field "spec.rules[0].ruleExpresion"`},
+		{name: "field in the wrong case", in: header + "kind: GlobalHealthRuleSet\nmetadata: {name: g}\nSpec: {rules: []}\n",
+			wantErr: `unknown field "Spec"`},
+		{name: "not YAML", in: "kind: [", wantErr: "document 1"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			g, l, err := manifest.DecodeRuleSets(strings.NewReader(tc.in))
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var gotGlobal, gotLocal []string
+			for _, s := range g {
+				gotGlobal = append(gotGlobal, s.Name)
+			}
+			for _, s := range l {
+				gotLocal = append(gotLocal, s.Namespace+"/"+s.Name)
+			}
+			if strings.Join(gotGlobal, ",") != strings.Join(tc.wantGlobal, ",") || strings.Join(gotLocal, ",") != strings.Join(tc.wantLocal, ",") {
+				t.Errorf("got %v %v, want %v %v", gotGlobal, gotLocal, tc.wantGlobal, tc.wantLocal)
+			}
+		})
+	}
+}

@@ -1,0 +1,252 @@
+package health
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
+	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
+	"github.com/kumodo/convoy-observer/health"
+	"github.com/kumodo/convoy-observer/internal/controller/base"
+	"github.com/kumodo/convoy-observer/internal/inventory"
+)
+
+// assessment is the outcome of assess for one Release.
+type assessment struct {
+	// entries are the recorded inventory entries with this pass's results, sorted by
+	// wave then key.
+	entries []itemResult
+	// stale is true when the observer still owns an entry that the controller-manager
+	// no longer records: the next write must drop it even if no entry is left.
+	stale bool
+	// inv is the inventory read from the cache (nil when there is none).
+	inv *v1alpha1.ReleaseInventory
+	// renderAdvanced: an entry's renderRef differs from its assessedRenderRef.
+	renderAdvanced bool
+	// waveCompleted: frontierWaveCompleted.
+	waveCompleted bool
+}
+
+// itemResult is the assessment of one inventory entry.
+type itemResult struct {
+	entry   v1alpha1.InventoryEntry // as recorded (with the prior observer fields)
+	key     inventory.Key
+	prior   prior
+	state   v1alpha1.HealthState
+	message string
+	anchor  *time.Time // firstUnhealthy after this pass; nil = cleared
+}
+
+// prior is an entry's state before this pass writes (spec "Assessment" step 5).
+type prior struct {
+	state             v1alpha1.HealthState
+	firstUnhealthy    *time.Time
+	assessedRenderRef string
+}
+
+// assess evaluates the rules against every recorded entry of rel's inventory and
+// writes the results to the inventory (spec/health-loop.txt, "Assessment"). An error
+// means the whole Release could not be assessed: a rule set that does not compile, a
+// selector that does not parse, a missing or unreachable Cluster.
+func (h *HealthController) assess(ctx context.Context, rel *v1alpha1.Release, cluster *v1alpha1.Cluster, clusterErr error) (*assessment, error) {
+	// 1. Rules.
+	global, local, err := h.collectRules(ctx, rel)
+	if err != nil {
+		return nil, err
+	}
+	// 2. Compile.
+	evaluator, err := health.NewEvaluator(global, local)
+	if err != nil {
+		return nil, fmt.Errorf("compiling health rules: %w", err)
+	}
+	// 3. The inventory.
+	a := &assessment{}
+	inv := &v1alpha1.ReleaseInventory{}
+	if err := h.Reader.Get(ctx, client.ObjectKeyFromObject(rel), inv); err != nil {
+		if apierrors.IsNotFound(err) {
+			return a, nil
+		}
+		return nil, fmt.Errorf("reading ReleaseInventory: %w", err)
+	}
+	a.inv = inv
+	entries, stale, err := inventory.RecordedEntries(inv, inventory.FieldManagerInventory)
+	if err != nil {
+		return nil, fmt.Errorf("reading the ReleaseInventory's field owners: %w", err)
+	}
+	a.stale = stale
+	if len(entries) == 0 {
+		return a, h.writeInventoryHealth(ctx, a)
+	}
+	// 4. The target cluster.
+	if clusterErr != nil {
+		return nil, clusterErr
+	}
+	reader, err := h.Clusters.ForCluster(ctx, cluster)
+	if err != nil {
+		return nil, err
+	}
+	// 5. Prior states and anchors, before this pass writes.
+	priors := priorAndAnchors(entries)
+	// 6. Each entry.
+	results, err := h.assessItems(ctx, rel, evaluator, reader, entries, priors)
+	if err != nil {
+		return nil, err
+	}
+	a.entries = results
+	// 7. Render advanced.
+	for i := range results {
+		if results[i].entry.RenderRef != results[i].prior.assessedRenderRef {
+			a.renderAdvanced = true
+		}
+	}
+	a.waveCompleted = frontierWaveCompleted(results)
+	// 8. Write.
+	if err := h.writeInventoryHealth(ctx, a); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// collectRules lists the GlobalHealthRuleSets and the HealthRuleSets of rel's namespace
+// and keeps those its selectors select (spec/health-rule-sets.txt, "Selection").
+func (h *HealthController) collectRules(ctx context.Context, rel *v1alpha1.Release) ([]extv1alpha1.GlobalHealthRuleSet, []extv1alpha1.HealthRuleSet, error) {
+	ha := rel.Spec.HealthAssessment
+	var globals extv1alpha1.GlobalHealthRuleSetList
+	if ha.GlobalRuleSetSelector != nil {
+		if err := h.Reader.List(ctx, &globals); err != nil {
+			return nil, nil, fmt.Errorf("listing GlobalHealthRuleSets: %w", err)
+		}
+	}
+	var locals extv1alpha1.HealthRuleSetList
+	if ha.LocalRuleSetSelector != nil {
+		if err := h.Reader.List(ctx, &locals, client.InNamespace(rel.Namespace)); err != nil {
+			return nil, nil, fmt.Errorf("listing HealthRuleSets of namespace %s: %w", rel.Namespace, err)
+		}
+	}
+	g, l, err := health.SelectRuleSets(globals.Items, locals.Items, ha.GlobalRuleSetSelector, ha.LocalRuleSetSelector, rel.Namespace)
+	if err != nil {
+		return nil, nil, fmt.Errorf("selecting health rule sets: %w", err)
+	}
+	return g, l, nil
+}
+
+// priorAndAnchors returns each entry's state, firstUnhealthy and assessedRenderRef as
+// the inventory holds them before this pass writes.
+func priorAndAnchors(entries []v1alpha1.InventoryEntry) map[inventory.Key]prior {
+	out := make(map[inventory.Key]prior, len(entries))
+	for i := range entries {
+		p := prior{state: entries[i].State, assessedRenderRef: entries[i].AssessedRenderRef}
+		if entries[i].FirstUnhealthy != nil {
+			t := entries[i].FirstUnhealthy.Time
+			p.firstUnhealthy = &t
+		}
+		out[inventory.KeyOf(&entries[i])] = p
+	}
+	return out
+}
+
+// assessItems runs assessItem for every entry, at most ReadConcurrency at a time. It
+// fails only when the target cluster stops answering.
+func (h *HealthController) assessItems(ctx context.Context, rel *v1alpha1.Release, ev *health.Evaluator, reader base.ObjectReader, entries []v1alpha1.InventoryEntry, priors map[inventory.Key]prior) ([]itemResult, error) {
+	now := h.Clock.Now()
+	deadline, hasDeadline := rel.GetDeadline()
+	var dl *time.Duration
+	if hasDeadline {
+		dl = &deadline
+	}
+	results := make([]itemResult, len(entries))
+	g, gctx := errgroup.WithContext(ctx)
+	limit := h.ReadConcurrency
+	if limit < 1 {
+		limit = DefaultReadConcurrency
+	}
+	g.SetLimit(limit)
+	for i := range entries {
+		g.Go(func() error {
+			k := inventory.KeyOf(&entries[i])
+			r, err := h.assessItem(gctx, ev, reader, &entries[i], priors[k], dl, now)
+			if err != nil {
+				return err
+			}
+			results[i] = r
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	sort.SliceStable(results, func(i, j int) bool {
+		if wi, wj := results[i].entry.GetWave(), results[j].entry.GetWave(); wi != wj {
+			return wi < wj
+		}
+		return results[i].key.String() < results[j].key.String()
+	})
+	return results, nil
+}
+
+// assessItem gives one state for one inventory entry (spec "Per-entry evaluation"). It
+// returns an error only when the cluster does not answer; a missing or unreadable
+// object is Unknown with a message that says why.
+func (h *HealthController) assessItem(ctx context.Context, ev *health.Evaluator, reader base.ObjectReader, e *v1alpha1.InventoryEntry, p prior, deadline *time.Duration, now time.Time) (itemResult, error) {
+	r := itemResult{entry: *e, key: inventory.KeyOf(e), prior: p}
+	var res health.Result
+	switch {
+	case e.Version == "" || e.Resource == "":
+		res = health.Result{Outcome: health.Error, Message: "cannot read object: the inventory entry has no version or resource", RuleIndex: -1}
+	default:
+		gvr := schema.GroupVersionResource{Group: e.Group, Version: e.Version, Resource: e.Resource}
+		obj, err := reader.Get(ctx, gvr, e.Namespace, e.Name)
+		switch {
+		case err == nil:
+			res = ev.Evaluate(e.APIVersion(), e.Resource, obj.Object)
+		case apierrors.IsNotFound(err):
+			res = health.Result{Outcome: health.Error, Message: "object not found", RuleIndex: -1}
+		case errors.Is(err, base.ErrClusterNotConnected):
+			return r, err
+		default:
+			res = health.Result{Outcome: health.Error, Message: health.TruncateMessage("cannot read object: " + err.Error()), RuleIndex: -1}
+		}
+	}
+	state, anchor := health.DeriveState(res, p.firstUnhealthy, deadline, now)
+	r.state, r.message, r.anchor = state, res.Message, anchor
+	if state == v1alpha1.StateHealthy {
+		r.message = ""
+	}
+	if state != v1alpha1.StateHealthy && state != v1alpha1.StateUnknown {
+		h.logFrom(ctx).V(1).Info("object not healthy", "object", r.key.String(), "state", state, "message", r.message, "ruleSet", res.RuleSet, "rule", res.RuleIndex)
+	}
+	return r, nil
+}
+
+// frontierWaveCompleted reports whether every entry of the highest wave is Healthy now
+// and one or more of them was not Healthy before this pass (spec "Wake the controller").
+func frontierWaveCompleted(results []itemResult) bool {
+	if len(results) == 0 {
+		return false
+	}
+	frontier := results[0].entry.GetWave()
+	for i := range results {
+		frontier = max(frontier, results[i].entry.GetWave())
+	}
+	changed := false
+	for i := range results {
+		if results[i].entry.GetWave() != frontier {
+			continue
+		}
+		if results[i].state != v1alpha1.StateHealthy {
+			return false
+		}
+		if results[i].prior.state != v1alpha1.StateHealthy {
+			changed = true
+		}
+	}
+	return changed
+}

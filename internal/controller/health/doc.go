@@ -1,0 +1,18 @@
+// Package health is the health loop of convoy-observer (spec/health-loop.txt): the
+// HealthController that, for every Release, reads the ReleaseInventory, reads each
+// recorded object from the target cluster, evaluates the CEL health rules, and writes
+// the result to the inventory entries and to the Release's Healthy condition with
+// Server-Side Apply. It also polls the workloads of lifecycle hooks and wakes the
+// controller-manager (POST …/sync) on the edges of "Wake the controller".
+//
+// One pass is (*HealthController).syncHandler, in the spec's order: read the Release,
+// shard gate, deletion, hooks, health, wake the controller, next pass. The files follow
+// the concerns: controller.go (wiring and syncHandler), assess.go (assess and its
+// steps), writes.go (the two Server-Side Apply writes and the Healthy condition),
+// hooks.go (hook polling), wake.go (edges and /sync), recheck.go (re-check backoff).
+//
+// Why the inventory and not the render: an object gets an assessment as soon as the
+// controller-manager records it after the apply of its wave, and the anchors
+// (firstUnhealthy) live in the inventory so that an observer restart never resets the
+// clock of a failing object.
+package health

@@ -1,0 +1,59 @@
+package health
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/go-logr/logr"
+
+	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
+	"github.com/kumodo/convoy-observer/internal/controller/base"
+)
+
+// edges are the edge triggers of one pass (spec "Wake the controller").
+type edges struct {
+	waveCompleted  bool
+	renderAdvanced bool
+	hooksFinished  int
+}
+
+func (e edges) any() bool { return e.waveCompleted || e.renderAdvanced || e.hooksFinished > 0 }
+
+// wake sends one POST …/sync for rel when this pass has an edge, or when the request of
+// an earlier pass failed (the edge itself does not come back). A failed request fails
+// the pass, so the work queue retries the key.
+func (h *HealthController) wake(ctx context.Context, rel *v1alpha1.Release, e edges) error {
+	key := base.KeyOf(rel)
+	h.mu.Lock()
+	retry := h.wakePending[key]
+	h.mu.Unlock()
+	if !e.any() && !retry {
+		return nil
+	}
+	log := h.logFrom(ctx).WithValues("waveCompleted", e.waveCompleted, "renderAdvanced", e.renderAdvanced, "hooksFinished", e.hooksFinished, "retry", retry)
+	if h.Waker == nil {
+		log.Info("edge reached, but no --sync-url is set: the controller-manager is not woken")
+		return nil
+	}
+	if err := h.Waker.RequestSync(ctx, rel.Namespace, rel.Name); err != nil {
+		h.mu.Lock()
+		if h.wakePending == nil {
+			h.wakePending = map[string]bool{}
+		}
+		h.wakePending[key] = true
+		h.mu.Unlock()
+		return fmt.Errorf("waking the controller-manager: %w", err)
+	}
+	h.mu.Lock()
+	delete(h.wakePending, key)
+	h.mu.Unlock()
+	log.Info("woke the controller-manager")
+	return nil
+}
+
+func (h *HealthController) logFrom(ctx context.Context) logr.Logger {
+	if l, err := logr.FromContext(ctx); err == nil {
+		return l
+	}
+	return h.Log
+}

@@ -1,0 +1,206 @@
+package health
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
+	"github.com/kumodo/convoy-observer/internal/inventory"
+)
+
+// writeInventoryHealth applies each recorded entry's keys, state, message,
+// firstUnhealthy and assessedRenderRef under the field manager convoy-health-inventory
+// (spec "Writes"). It sends only entries that the controller-manager records, so an
+// entry that it dropped is released and vanishes. An empty set writes nothing, unless
+// the observer still owns a dropped entry: then it applies the empty list to let go.
+// It skips the write when the observer already owns exactly these values.
+func (h *HealthController) writeInventoryHealth(ctx context.Context, a *assessment) error {
+	if a.inv == nil || (len(a.entries) == 0 && !a.stale) {
+		return nil
+	}
+	own, err := inventory.ReadOwnership(a.inv)
+	if err != nil {
+		return fmt.Errorf("reading the ReleaseInventory's field owners: %w", err)
+	}
+	unchanged := !a.stale
+	list := make([]any, 0, len(a.entries))
+	for i := range a.entries {
+		r := &a.entries[i]
+		e := map[string]any{
+			"group": r.key.Group, "kind": r.key.Kind, "namespace": r.key.Namespace, "name": r.key.Name,
+			"state": string(r.state),
+		}
+		if r.message != "" {
+			e["message"] = r.message
+		}
+		var anchor *metav1.Time
+		if r.anchor != nil {
+			t := metav1.NewTime(r.anchor.UTC().Truncate(time.Second))
+			anchor = &t
+			e["firstUnhealthy"] = t.Format(time.RFC3339)
+		}
+		if r.entry.RenderRef != "" {
+			e["assessedRenderRef"] = r.entry.RenderRef
+		}
+		list = append(list, e)
+		if !own.EntryOwnedBy(inventory.FieldManagerInventory, r.key) ||
+			r.entry.State != r.state || r.entry.Message != r.message ||
+			r.entry.AssessedRenderRef != r.entry.RenderRef ||
+			!equalTime(r.entry.FirstUnhealthy, anchor) {
+			unchanged = false
+		}
+	}
+	if unchanged {
+		return nil
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": v1alpha1.GroupVersion.String(),
+		"kind":       "ReleaseInventory",
+		"metadata":   map[string]any{"name": a.inv.Name, "namespace": a.inv.Namespace},
+		"entries":    list,
+	}}
+	if err := h.Writer.Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
+		client.FieldOwner(inventory.FieldManagerInventory), client.ForceOwnership); err != nil {
+		return fmt.Errorf("applying the health of %d inventory entries: %w", len(list), err)
+	}
+	return nil
+}
+
+func equalTime(a, b *metav1.Time) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return a.Unix() == b.Unix()
+}
+
+// healthStatus is what writeHealth writes: the Healthy condition and healthSummary.
+type healthStatus struct {
+	status  metav1.ConditionStatus
+	reason  string
+	message string
+	// summary is written as it is; nil writes none.
+	summary *v1alpha1.HealthSummary
+}
+
+// notConfigured is the status of a Release without spec.healthAssessment.
+func notConfigured(*v1alpha1.Release) healthStatus {
+	return healthStatus{status: metav1.ConditionTrue, reason: v1alpha1.ReasonNotConfigured,
+		message: "spec.healthAssessment is not set", summary: &v1alpha1.HealthSummary{}}
+}
+
+// assessFailed is the status when assess returned err: Unknown, with the previous
+// healthSummary kept.
+func assessFailed(rel *v1alpha1.Release, err error) healthStatus {
+	return healthStatus{status: metav1.ConditionUnknown, reason: v1alpha1.ReasonUnknown,
+		message: "assessment failed: " + err.Error(), summary: rel.Status.HealthSummary.DeepCopy()}
+}
+
+// healthStatus derives the Healthy condition from the entries (CONTRACT §2, "Healthy
+// condition"), in the table's order.
+func (a *assessment) healthStatus(rel *v1alpha1.Release) healthStatus {
+	entries := make([]v1alpha1.InventoryEntry, len(a.entries))
+	for i := range a.entries {
+		entries[i] = a.entries[i].entry
+		entries[i].State = a.entries[i].state
+	}
+	sum := inventory.Summarize(entries)
+	hs := healthStatus{summary: &sum}
+	count := fmt.Sprintf("%d/%d healthy", sum.Healthy, sum.Total)
+	first := func(state v1alpha1.HealthState) string {
+		for i := range a.entries {
+			if a.entries[i].state == state {
+				msg := fmt.Sprintf("%s; %s %s", count, state, a.entries[i].key)
+				if a.entries[i].message != "" {
+					msg += ": " + a.entries[i].message
+				}
+				return msg
+			}
+		}
+		return count
+	}
+	last := rel.GetLastAttemptedRenderRef()
+	switch {
+	case !inventory.RenderCurrent(last, entries):
+		behind := 0
+		for i := range entries {
+			if entries[i].RenderRef != last {
+				behind++
+			}
+		}
+		hs.status, hs.reason = metav1.ConditionUnknown, v1alpha1.ReasonPending
+		hs.message = fmt.Sprintf("%s; waiting for render %q: %d of %d entries are from another render", count, last, behind, len(entries))
+	case sum.Degraded > 0:
+		hs.status, hs.reason, hs.message = metav1.ConditionFalse, v1alpha1.ReasonDegraded, first(v1alpha1.StateDegraded)
+	case sum.Unknown > 0:
+		hs.status, hs.reason, hs.message = metav1.ConditionUnknown, v1alpha1.ReasonUnknown, first(v1alpha1.StateUnknown)
+	case sum.Progressing > 0:
+		hs.status, hs.reason, hs.message = metav1.ConditionFalse, v1alpha1.ReasonProgressing, first(v1alpha1.StateProgressing)
+	default:
+		hs.status, hs.reason, hs.message = metav1.ConditionTrue, v1alpha1.ReasonHealthy, count
+	}
+	return hs
+}
+
+// writeHealth applies the Healthy condition and healthSummary to rel's status under the
+// field manager convoy-health, with force: the observer is their only owner (shared/cases
+// 21). It skips the write when nothing changed; lastTransitionTime moves only when the
+// status does.
+func (h *HealthController) writeHealth(ctx context.Context, rel *v1alpha1.Release, hs healthStatus) error {
+	prev := meta.FindStatusCondition(rel.Status.Conditions, v1alpha1.ConditionHealthy)
+	if prev != nil && prev.Status == hs.status && prev.Reason == hs.reason && prev.Message == hs.message &&
+		prev.ObservedGeneration == rel.Generation && equality.Semantic.DeepEqual(rel.Status.HealthSummary, hs.summary) {
+		return nil
+	}
+	transition := metav1.NewTime(h.Clock.Now().UTC().Truncate(time.Second))
+	if prev != nil && prev.Status == hs.status {
+		transition = prev.LastTransitionTime
+	}
+	status := map[string]any{
+		"conditions": []any{map[string]any{
+			"type":               v1alpha1.ConditionHealthy,
+			"status":             string(hs.status),
+			"reason":             hs.reason,
+			"message":            truncateCondition(hs.message),
+			"observedGeneration": rel.Generation,
+			"lastTransitionTime": transition.Format(time.RFC3339),
+		}},
+	}
+	if s := hs.summary; s != nil {
+		status["healthSummary"] = map[string]any{
+			"total": int64(s.Total), "healthy": int64(s.Healthy), "progressing": int64(s.Progressing),
+			"degraded": int64(s.Degraded), "unknown": int64(s.Unknown),
+		}
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": v1alpha1.GroupVersion.String(),
+		"kind":       "Release",
+		"metadata":   map[string]any{"name": rel.Name, "namespace": rel.Namespace},
+		"status":     status,
+	}}
+	if err := h.Writer.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
+		client.FieldOwner(inventory.FieldManagerHealth), client.ForceOwnership); err != nil {
+		return fmt.Errorf("applying the Healthy condition (%s/%s): %w", hs.status, hs.reason, err)
+	}
+	h.logFrom(ctx).Info("health written", "status", hs.status, "reason", hs.reason, "message", hs.message)
+	return nil
+}
+
+// truncateCondition keeps a condition message under metav1.Condition's 32768 limit.
+func truncateCondition(s string) string {
+	const limit = 32768 - 3
+	if len(s) <= limit {
+		return s
+	}
+	cut := limit
+	for cut > 0 && (s[cut]&0xC0) == 0x80 { // do not split a UTF-8 sequence
+		cut--
+	}
+	return s[:cut] + "…"
+}
