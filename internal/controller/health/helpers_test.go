@@ -1,0 +1,28 @@
+package health
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kumodo/convoy-observer/internal/controller/base"
+)
+
+func clientKey(ns, name string) client.ObjectKey { return client.ObjectKey{Namespace: ns, Name: name} }
+
+func newGate(shards ...string) *base.ShardGate { return base.NewShardGate(shards) }
+
+// secret creates or replaces the Secret name with data.
+func (f *fixture) secret(name string, data map[string][]byte) {
+	f.t.Helper()
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.ns}, Data: data}
+	err := env.Client.Create(f.ctx, s)
+	if apierrors.IsAlreadyExists(err) {
+		cur := &corev1.Secret{}
+		must(f.t, env.Client.Get(f.ctx, clientKey(f.ns, name), cur))
+		cur.Data = data
+		err = env.Client.Update(f.ctx, cur)
+	}
+	must(f.t, err)
+}

@@ -1,0 +1,248 @@
+package health
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
+	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
+)
+
+func TestMissingReleaseReturnsQuietly(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	res := f.pass()
+	if res.RequeueAfter != 0 {
+		t.Fatalf("requeue after %v for a missing Release", res.RequeueAfter)
+	}
+	if f.api.syncs.Load() != 0 {
+		t.Fatal("a missing Release sent a sync request")
+	}
+}
+
+func TestNotConfigured(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.release(nil, 0)
+	f.inventory(cm("a", 0, "r1"))
+	f.pass()
+	f.expectCondition(metav1.ConditionTrue, v1alpha1.ReasonNotConfigured)
+	if s := f.getRelease().Status.HealthSummary; s == nil || *s != (v1alpha1.HealthSummary{}) {
+		t.Fatalf("healthSummary = %+v, want an empty summary", s)
+	}
+	if e := f.entry("a"); e.State != "" {
+		t.Fatalf("entry assessed without healthAssessment: %+v", e)
+	}
+}
+
+func TestShardGateSkipsForeignRelease(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	cl := &v1alpha1.Cluster{}
+	must(t, env.Client.Get(f.ctx, clientKey(f.ns, "target"), cl))
+	cl.Spec.Shard = "other"
+	must(t, env.Client.Update(f.ctx, cl))
+	f.release(nil, time.Minute)
+	res := f.pass()
+	if res.RequeueAfter != 0 {
+		t.Fatalf("foreign Release requeued after %v", res.RequeueAfter)
+	}
+	if len(f.getRelease().Status.Conditions) != 0 {
+		t.Fatal("the loop wrote the status of a Release of another shard")
+	}
+	// The replica of that shard does assess it.
+	f.h.Shards = newGate("other")
+	f.pass()
+	f.expectCondition(metav1.ConditionTrue, v1alpha1.ReasonNotConfigured)
+}
+
+func TestEmptyInventoryIsEmptyResult(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.configMapRules("rules", readyRule)
+	f.release(localRules(0), 0)
+	f.pass() // no inventory at all
+	c := f.expectCondition(metav1.ConditionTrue, v1alpha1.ReasonHealthy)
+	if c.Message != "0/0 healthy" {
+		t.Fatalf("message = %q", c.Message)
+	}
+	f.inventory() // an empty one
+	f.pass()
+	f.expectCondition(metav1.ConditionTrue, v1alpha1.ReasonHealthy)
+	if s := f.getRelease().Status.HealthSummary; s == nil || s.Total != 0 {
+		t.Fatalf("summary = %+v", s)
+	}
+}
+
+func TestAssessAndSummary(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.configMapRules("rules", readyRule)
+	f.release(localRules(0), 0)
+	f.lastAttempted("r1")
+	f.configMap("a", "true")
+	f.configMap("b", "false")
+	f.inventory(cm("a", 0, "r1"), cm("b", 0, "r1"), cm("gone", 0, "r1"))
+	f.pass()
+	f.expectEntry("a", v1alpha1.StateHealthy, "")
+	f.expectEntry("b", v1alpha1.StateProgressing, "ready=false")
+	f.expectEntry("gone", v1alpha1.StateUnknown, "object not found")
+	// Degraded > Unknown > Progressing in the condition table: here Unknown wins.
+	c := f.expectCondition(metav1.ConditionUnknown, v1alpha1.ReasonUnknown)
+	if !strings.HasPrefix(c.Message, "1/3 healthy; Unknown ConfigMap "+f.ns+"/gone: object not found") {
+		t.Fatalf("message = %q", c.Message)
+	}
+	want := v1alpha1.HealthSummary{Total: 3, Healthy: 1, Progressing: 1, Unknown: 1}
+	if s := f.getRelease().Status.HealthSummary; s == nil || *s != want {
+		t.Fatalf("summary = %+v, want %+v", s, want)
+	}
+	for _, name := range []string{"a", "b", "gone"} {
+		if e := f.entry(name); e.AssessedRenderRef != "r1" {
+			t.Errorf("%s assessedRenderRef = %q", name, e.AssessedRenderRef)
+		}
+	}
+	f.configMap("gone", "true")
+	f.configMap("b", "true")
+	f.pass()
+	f.expectCondition(metav1.ConditionTrue, v1alpha1.ReasonHealthy)
+}
+
+func TestPendingWhileRenderNotCurrent(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.configMapRules("rules", readyRule)
+	f.release(localRules(0), 0)
+	f.configMap("a", "true")
+	f.lastAttempted("r2")
+	f.inventory(cm("a", 0, "r1"))
+	f.pass()
+	f.expectCondition(metav1.ConditionUnknown, v1alpha1.ReasonPending)
+	f.inventory(cm("a", 0, "r2"))
+	f.pass()
+	f.expectCondition(metav1.ConditionTrue, v1alpha1.ReasonHealthy)
+}
+
+func TestSelectorSemantics(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	// A rule every ConfigMap fails, in this namespace and in another one.
+	f.configMapRules("fail-all", "false")
+	other := newFixture(t)
+	other.configMapRules("other-ns", "false")
+	f.configMap("a", "true")
+	f.inventory(cm("a", 0, ""))
+
+	// nil selectors select nothing: no rule applies, the object passes.
+	f.release(&v1alpha1.HealthAssessment{}, 0)
+	f.pass()
+	f.expectEntry("a", v1alpha1.StateHealthy, "")
+
+	// {} selects every HealthRuleSet of the Release's namespace, never another's.
+	rel := f.getRelease()
+	rel.Spec.HealthAssessment.LocalRuleSetSelector = &metav1.LabelSelector{}
+	must(t, env.Client.Update(f.ctx, rel))
+	f.pass()
+	f.expectEntry("a", v1alpha1.StateProgressing, "ready=true")
+
+	// A label selector that matches nothing selects nothing.
+	rel = f.getRelease()
+	rel.Spec.HealthAssessment.LocalRuleSetSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"team": "x"}}
+	must(t, env.Client.Update(f.ctx, rel))
+	f.pass()
+	f.expectEntry("a", v1alpha1.StateHealthy, "")
+}
+
+func TestCompileErrorKeepsSummary(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.configMapRules("rules", readyRule)
+	f.release(localRules(0), 0)
+	f.configMap("a", "true")
+	f.inventory(cm("a", 0, ""))
+	f.pass()
+	f.expectCondition(metav1.ConditionTrue, v1alpha1.ReasonHealthy)
+	before := f.getRelease().Status.HealthSummary
+
+	f.configMapRules("broken", "object.data.(((")
+	res := f.pass()
+	c := f.expectCondition(metav1.ConditionUnknown, v1alpha1.ReasonUnknown)
+	if !strings.Contains(c.Message, "HealthRuleSet") || !strings.Contains(c.Message, "broken") {
+		t.Fatalf("message does not name the broken rule set: %q", c.Message)
+	}
+	if after := f.getRelease().Status.HealthSummary; after == nil || *after != *before {
+		t.Fatalf("summary changed on a compile error: %+v -> %+v", before, after)
+	}
+	if res.RequeueAfter < 2*time.Second || res.RequeueAfter >= 3*time.Second {
+		t.Fatalf("a failed assessment re-checks after %v, want 2s", res.RequeueAfter)
+	}
+	// Fixing the rule set recovers without any other change.
+	rs := &extv1alpha1.HealthRuleSet{}
+	must(t, env.Client.Get(f.ctx, clientKey(f.ns, "broken"), rs))
+	must(t, env.Client.Delete(f.ctx, rs))
+	f.pass()
+	f.expectCondition(metav1.ConditionTrue, v1alpha1.ReasonHealthy)
+}
+
+func TestMissingClusterKeepsSummary(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.configMapRules("rules", readyRule)
+	f.release(localRules(0), 0)
+	f.configMap("a", "false")
+	f.inventory(cm("a", 0, ""))
+	f.pass()
+	before := f.getRelease().Status.HealthSummary
+	if before == nil || before.Progressing != 1 {
+		t.Fatalf("summary = %+v", before)
+	}
+	cl := &v1alpha1.Cluster{}
+	must(t, env.Client.Get(f.ctx, clientKey(f.ns, "target"), cl))
+	must(t, env.Client.Delete(f.ctx, cl))
+	f.pass()
+	c := f.expectCondition(metav1.ConditionUnknown, v1alpha1.ReasonUnknown)
+	if !strings.Contains(c.Message, "Cluster "+f.ns+"/target not found") {
+		t.Fatalf("message = %q", c.Message)
+	}
+	if after := f.getRelease().Status.HealthSummary; after == nil || *after != *before {
+		t.Fatalf("summary not kept: %+v -> %+v", before, after)
+	}
+	if e := f.entry("a"); e.State != v1alpha1.StateProgressing {
+		t.Fatalf("entry rewritten while the cluster is missing: %+v", e)
+	}
+}
+
+func TestKubeconfigSecretErrors(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.configMapRules("rules", readyRule)
+	f.release(localRules(0), 0)
+	f.inventory(cm("a", 0, ""))
+	cl := &v1alpha1.Cluster{}
+	must(t, env.Client.Get(f.ctx, clientKey(f.ns, "target"), cl))
+	cl.Spec.KubeconfigSecretRef = &v1alpha1.SecretKeyReference{Name: "kubeconfig"}
+	must(t, env.Client.Update(f.ctx, cl))
+	f.pass()
+	c := f.expectCondition(metav1.ConditionUnknown, v1alpha1.ReasonUnknown)
+	if !strings.Contains(c.Message, "kubeconfig Secret "+f.ns+"/kubeconfig") {
+		t.Fatalf("message = %q", c.Message)
+	}
+	f.secret("kubeconfig", map[string][]byte{"other": []byte("x")})
+	f.pass()
+	if c := f.healthy(); !strings.Contains(c.Message, `has no key "value"`) {
+		t.Fatalf("message = %q", c.Message)
+	}
+	f.secret("kubeconfig", map[string][]byte{"value": []byte("{not a kubeconfig")})
+	f.pass()
+	if c := f.healthy(); !strings.Contains(c.Message, "parsing the kubeconfig") {
+		t.Fatalf("message = %q", c.Message)
+	}
+	kubeconfig, err := env.AdminKubeconfig()
+	must(t, err)
+	f.secret("kubeconfig", map[string][]byte{"value": kubeconfig})
+	f.configMap("a", "true")
+	f.pass()
+	f.expectCondition(metav1.ConditionTrue, v1alpha1.ReasonHealthy)
+}
