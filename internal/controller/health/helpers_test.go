@@ -6,6 +6,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
 	"github.com/kumodo/convoy-observer/internal/controller/base"
 )
 
@@ -25,4 +26,15 @@ func (f *fixture) secret(name string, data map[string][]byte) {
 		err = env.Client.Update(f.ctx, cur)
 	}
 	must(f.t, err)
+}
+
+func deleteRuleSet(t interface {
+	Helper()
+	Fatal(...any)
+}, f *fixture, name string) {
+	t.Helper()
+	rs := &extv1alpha1.HealthRuleSet{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.ns}}
+	if err := env.Client.Delete(f.ctx, rs); err != nil {
+		t.Fatal(err)
+	}
 }

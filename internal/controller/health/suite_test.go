@@ -278,4 +278,3 @@ func eventually(t *testing.T, what string, cond func() bool) {
 		t.Fatalf("timed out waiting for %s", what)
 	}
 }
-
