@@ -19,6 +19,7 @@ func newRootCommand(env *cliEnv) *cobra.Command {
 	root.SetErr(env.stderr)
 	root.CompletionOptions.DisableDefaultCmd = true
 	root.AddCommand(newHealthCommand(env))
+	root.AddCommand(newReleaseCommand(env))
 	return root
 }
 

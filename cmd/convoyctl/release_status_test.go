@@ -1,0 +1,104 @@
+package main
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// healthBody is a /health answer with entries in all states, a cluster-scoped core-less
+// entry, a stale assessment and a multi-line message, and two hooks.
+const healthBody = `{"release":"demo/shop","renderCurrent":false,
+ "summary":{"total":4,"healthy":2,"progressing":1,"degraded":0,"unknown":1},
+ "entries":[
+  {"group":"","version":"v1","kind":"ConfigMap","namespace":"demo","name":"cfg","wave":0,"state":"Healthy","message":"","firstUnhealthy":null,"renderRef":"r2","assessedRenderRef":"r2"},
+  {"group":"rbac.authorization.k8s.io","version":"v1","kind":"ClusterRole","namespace":"","name":"reader","wave":0,"state":"Healthy","message":"","firstUnhealthy":null,"renderRef":"r2","assessedRenderRef":"r2"},
+  {"group":"apps","version":"v1","kind":"Deployment","namespace":"demo","name":"web","wave":1,"state":"Progressing","message":"1/3 available,\n1 updated","firstUnhealthy":"2026-01-02T03:04:05Z","renderRef":"r3","assessedRenderRef":"r2"},
+  {"group":"","version":"v1","kind":"Secret","namespace":"demo","name":"fresh","wave":2,"state":"","message":"","firstUnhealthy":null,"renderRef":"r3","assessedRenderRef":""}],
+ "hooks":[
+  {"name":"post","workloadKind":"Pod","namespace":"demo","workloadName":"post-1","createdAt":"2026-01-02T03:00:00Z","timeout":"","state":"Running","message":"waiting","finishedAt":null},
+  {"name":"pre","workloadKind":"Job","namespace":"demo","workloadName":"pre-1","createdAt":"2026-01-02T03:00:00Z","timeout":"5m0s","state":"Succeeded","message":"","finishedAt":"2026-01-02T03:01:00Z"}]}`
+
+const wantStatus = `Release demo/shop  renderCurrent=false  total=4 healthy=2 progressing=1 degraded=0 unknown=1
+
+WAVE  KIND                                   NAMESPACE  NAME    STATE        RENDER            MESSAGE
+0     ConfigMap                              demo       cfg     Healthy      r2                -
+0     ClusterRole.rbac.authorization.k8s.io  -          reader  Healthy      r2                -
+1     Deployment.apps                        demo       web     Progressing  r3 (assessed r2)  1/3 available, 1 updated
+2     Secret                                 demo       fresh   -            r3                -
+
+HOOKS
+NAME  KIND  NAMESPACE  WORKLOAD  STATE      CREATED               FINISHED              MESSAGE
+post  Pod   demo       post-1    Running    2026-01-02T03:00:00Z  -                     waiting
+pre   Job   demo       pre-1     Succeeded  2026-01-02T03:00:00Z  2026-01-02T03:01:00Z  -
+`
+
+// healthServer answers GET …/namespaces/demo/releases/shop/health with healthBody,
+// GET …/releases/empty/health with an empty result, and 404 otherwise.
+func healthServer(t *testing.T) *httptest.Server {
+	t.Helper()
+	const prefix = "/apis/subresources.convoy.kumodo.io/v1alpha1/namespaces/"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case r.Method == http.MethodGet && r.URL.Path == prefix+"demo/releases/shop/health":
+			_, _ = w.Write([]byte(healthBody))
+		case r.Method == http.MethodGet && r.URL.Path == prefix+"default/releases/empty/health":
+			_, _ = w.Write([]byte(`{"release":"default/empty","renderCurrent":true,"summary":{"total":0,"healthy":0,"progressing":0,"degraded":0,"unknown":0},"entries":[],"hooks":[]}`))
+		default:
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","message":"release default/nope not found","reason":"NotFound","code":404}`))
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func TestReleaseStatus(t *testing.T) {
+	t.Parallel()
+	srv := healthServer(t)
+	assertRun(t, []string{"release", "status", "shop", "-n", "demo", "--api-url", srv.URL}, exitOK, wantStatus, "")
+	assertRun(t, []string{"release", "status", "--api-url", srv.URL + "/", "empty"}, exitOK,
+		"Release default/empty  renderCurrent=true  total=0 healthy=0 progressing=0 degraded=0 unknown=0\n\nNo inventory entries.\n", "")
+}
+
+func TestReleaseStatusErrors(t *testing.T) {
+	t.Parallel()
+	srv := healthServer(t)
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closed.Close()
+	cases := []struct {
+		name   string
+		args   []string
+		code   int
+		stderr string
+	}{
+		{"missing release", []string{"release", "status", "nope", "--api-url", srv.URL}, exitEndpointError,
+			"convoyctl: release status default/nope: GET " + srv.URL + "/apis/subresources.convoy.kumodo.io/v1alpha1/namespaces/default/releases/nope/health: 404 Not Found: release default/nope not found\n"},
+		{"unreachable", []string{"release", "status", "shop", "--api-url", closed.URL}, exitEndpointError, "connect"},
+		{"no name", []string{"release", "status", "--api-url", srv.URL}, exitUsage, "needs exactly one release NAME"},
+		{"two names", []string{"release", "status", "a", "b"}, exitUsage, "needs exactly one release NAME"},
+		{"bad url", []string{"release", "status", "shop", "--api-url", "127.0.0.1:8090"}, exitUsage, `invalid --api-url "127.0.0.1:8090"`},
+		{"bad flag", []string{"release", "status", "shop", "--bogus"}, exitUsage, "unknown flag"},
+		{"unknown subcommand", []string{"release", "stats"}, exitUsage, `unknown command "stats"`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			assertRun(t, tc.args, tc.code, "", tc.stderr)
+		})
+	}
+}
+
+func TestCell(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{"": "-", "a\tb\nc": "a b c", "ok": "ok"} {
+		if got := cell(in); got != want {
+			t.Errorf("cell(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if !strings.HasPrefix(timeCell(nil), "-") {
+		t.Error("timeCell(nil) is not -")
+	}
+}

@@ -1,0 +1,44 @@
+// Package subresources serves the HTTP endpoints of convoy-api, the Release
+// subresources /sync and /health (CONTRACT §2, "Sync and health endpoints"), and holds
+// the Client that the health loop and convoyctl use to call them.
+//
+// The paths are laid out as an aggregated API, so that an APIService for
+// subresources.convoy.kumodo.io/v1alpha1 can put them behind the kube-apiserver:
+//
+//	POST /apis/subresources.convoy.kumodo.io/v1alpha1/namespaces/{ns}/releases/{name}/sync
+//	GET  /apis/subresources.convoy.kumodo.io/v1alpha1/namespaces/{ns}/releases/{name}/health
+//	GET  /apis/subresources.convoy.kumodo.io/v1alpha1   (discovery: an APIResourceList)
+//	GET  /healthz                                       (probes: 200 "ok")
+//
+// Why /sync is a merge patch of one annotation: the controller-manager watches its
+// Releases, so a new value of convoy.kumodo.io/sync-requested-at wakes it, and a JSON
+// merge patch without a resourceVersion never conflicts with the controller-manager's
+// own writes and never touches another field. The value is the request time in
+// time.RFC3339Nano (UTC) from Handler.Now, so every request changes it.
+//
+// Why /health does not assess (spec/health-loop.txt, "Writes"): the health loop is the
+// only writer of assessments; HealthResult is a pure function that turns what the loop
+// wrote into the ReleaseInventory into a response. It shows only the entries and hooks
+// that the controller-manager still records (inventory.RecordedEntries): Server-Side
+// Apply keeps an element alive while the observer's field manager still owns some of
+// its fields, and such a leftover must not appear in /health or in its summary.
+//
+// Shapes where the contract is silent: every field of an entry or hook is serialized,
+// even when empty (group and namespace must be, and a fixed shape is easier on
+// clients); unset times (firstUnhealthy, createdAt, finishedAt) are null; an entry not
+// assessed yet has state "" and counts as unknown in the summary. Errors are
+// metav1.Status bodies, as any Kubernetes API answers them.
+//
+// convoy-api does no authentication or authorization of its own: behind an APIService
+// the kube-apiserver does both; exposed directly, anyone who reaches the port can read
+// health and request syncs.
+//
+// Use:
+//
+//	h := subresources.NewHandler(c) // c: a direct controller-runtime client
+//	srv := &http.Server{Addr: ":8090", Handler: h}
+//
+//	cl := &subresources.Client{BaseURL: "http://127.0.0.1:8090"}
+//	err := cl.RequestSync(ctx, "default", "demo")
+//	health, err := cl.Health(ctx, "default", "demo")
+package subresources
