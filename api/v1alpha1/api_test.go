@@ -78,10 +78,10 @@ func getInventory(t *testing.T, name string) *v1alpha1.ReleaseInventory {
 func TestCRDsInstalled(t *testing.T) {
 	t.Parallel()
 	want := map[schema.GroupVersionKind]bool{ // kind => namespaced
-		v1alpha1.GroupVersion.WithKind("Release"):                 true,
-		v1alpha1.GroupVersion.WithKind("ReleaseInventory"):        true,
-		v1alpha1.GroupVersion.WithKind("Cluster"):                 true,
-		extv1alpha1.GroupVersion.WithKind("HealthRuleSet"):        true,
+		v1alpha1.GroupVersion.WithKind("Release"):                true,
+		v1alpha1.GroupVersion.WithKind("ReleaseInventory"):       true,
+		v1alpha1.GroupVersion.WithKind("Cluster"):                true,
+		extv1alpha1.GroupVersion.WithKind("HealthRuleSet"):       true,
 		extv1alpha1.GroupVersion.WithKind("GlobalHealthRuleSet"): false,
 	}
 	for gvk, namespaced := range want {

@@ -91,7 +91,7 @@ func TestLoopDoesNotWakeItself(t *testing.T) {
 		u := &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "convoy.kumodo.io/v1alpha1", "kind": "ReleaseInventory",
 			"metadata": map[string]any{"name": "sentinel", "namespace": f.ns},
-			"entries": []any{map[string]any{"group": "", "kind": "ConfigMap", "namespace": f.ns, "name": "x", "version": "v1", "resource": "configmaps", "renderRef": render}},
+			"entries":  []any{map[string]any{"group": "", "kind": "ConfigMap", "namespace": f.ns, "name": "x", "version": "v1", "resource": "configmaps", "renderRef": render}},
 		}}
 		must(t, env.Client.Apply(f.ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(cmManager)))
 	}
