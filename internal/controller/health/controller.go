@@ -187,6 +187,7 @@ func (h *HealthController) getCluster(ctx context.Context, rel *v1alpha1.Release
 	cluster := &v1alpha1.Cluster{}
 	err := h.Reader.Get(ctx, client.ObjectKey{Namespace: rel.Namespace, Name: rel.Spec.ClusterRef.Name}, cluster)
 	if apierrors.IsNotFound(err) {
+		h.Clusters.Forget(rel.Namespace, rel.Spec.ClusterRef.Name) // release a deleted Cluster's clients
 		return nil, fmt.Errorf("%w: Cluster %s/%s not found", base.ErrClusterNotConnected, rel.Namespace, rel.Spec.ClusterRef.Name)
 	}
 	if err != nil {

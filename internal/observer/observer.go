@@ -1,0 +1,152 @@
+// Package observer wires convoy-observer's loops into one controller-runtime manager:
+// the cache, leader election per shard (a Lease named after the replica's shards), the
+// target-cluster client cache, the sync-request client, probes and metrics. The command
+// in cmd/convoy-observer only parses flags and calls New; tests call New to run real
+// replicas side by side.
+package observer
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"regexp"
+	"strings"
+	"time"
+
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/kumodo/convoy-observer/internal/controller/base"
+	healthctrl "github.com/kumodo/convoy-observer/internal/controller/health"
+	"github.com/kumodo/convoy-observer/internal/subresources"
+	"github.com/kumodo/convoy-observer/internal/testenv"
+)
+
+// Options configure one observer replica. Zero values mean the defaults of the flags.
+type Options struct {
+	// SyncURL is the base URL of convoy-api for POST …/sync; "" disables wake-ups.
+	SyncURL string
+	// Shards are the shards this replica owns; none means the default shard "".
+	Shards []string
+	// Workers is the number of concurrent health passes (default 4).
+	Workers int
+	// QPS and Burst of the management client and of each target client.
+	QPS   float32
+	Burst int
+	// MetricsAddr and ProbeAddr are the listen addresses; "0" disables them.
+	MetricsAddr, ProbeAddr string
+	// LeaderElect makes the replicas of the same shards elect a leader with a Lease.
+	LeaderElect bool
+	// LeaderElectionNamespace holds the Lease (default: the pod's namespace).
+	LeaderElectionNamespace string
+	// LeaseDuration, RenewDeadline and RetryPeriod tune leader election (defaults
+	// 15s, 10s, 2s).
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	// TargetTimeout bounds each request to a target cluster (default 10s).
+	TargetTimeout time.Duration
+	// ReadConcurrency bounds the concurrent object reads of one pass.
+	ReadConcurrency int
+	// Namespaces restricts the cache to these namespaces; none means all.
+	Namespaces []string
+	// WrapWriter wraps the client that the loop writes with (tests count writes).
+	WrapWriter func(client.Client) client.Client
+}
+
+// LeaseName returns the name of the Lease that the replicas owning shards compete for:
+// convoy-observer-shard-default for the default shard, else the shard names joined by
+// "-" and reduced to a DNS label.
+func LeaseName(shards []string) string {
+	shards = base.NewShardGate(shards).Shards() // sorted, de-duplicated
+	name := "default"
+	if !(len(shards) == 1 && shards[0] == "") {
+		name = strings.Join(shards, "-")
+	}
+	name = strings.Trim(nonLabel.ReplaceAllString(strings.ToLower(name), "-"), "-")
+	if len(name) > 40 {
+		name = strings.Trim(name[:40], "-")
+	}
+	if name == "" {
+		name = "default"
+	}
+	return "convoy-observer-shard-" + name
+}
+
+var nonLabel = regexp.MustCompile(`[^a-z0-9-]+`)
+
+// New returns a manager running the health loop, not yet started (call Start).
+func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, *base.Controller, error) {
+	cfg = rest.CopyConfig(cfg)
+	if o.QPS > 0 {
+		cfg.QPS = o.QPS
+	}
+	if o.Burst > 0 {
+		cfg.Burst = o.Burst
+	}
+	if o.MetricsAddr == "" {
+		o.MetricsAddr = "0"
+	}
+	if o.ProbeAddr == "" {
+		o.ProbeAddr = "0"
+	}
+	gate := base.NewShardGate(o.Shards)
+	opts := ctrl.Options{
+		Scheme:                        testenv.NewScheme(),
+		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr},
+		HealthProbeBindAddress:        o.ProbeAddr,
+		LeaderElection:                o.LeaderElect,
+		LeaderElectionID:              LeaseName(gate.Shards()),
+		LeaderElectionNamespace:       o.LeaderElectionNamespace,
+		LeaderElectionReleaseOnCancel: true,
+	}
+	if o.LeaseDuration > 0 {
+		opts.LeaseDuration = &o.LeaseDuration
+	}
+	if o.RenewDeadline > 0 {
+		opts.RenewDeadline = &o.RenewDeadline
+	}
+	if o.RetryPeriod > 0 {
+		opts.RetryPeriod = &o.RetryPeriod
+	}
+	if len(o.Namespaces) > 0 {
+		opts.Cache.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range o.Namespaces {
+			opts.Cache.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
+	mgr, err := ctrl.NewManager(cfg, opts)
+	if err != nil {
+		return nil, nil, fmt.Errorf("creating the manager: %w", err)
+	}
+	clusters := base.NewClusterCache(base.ClusterCacheOptions{
+		Local: cfg, SecretReader: mgr.GetAPIReader(),
+		QPS: o.QPS, Burst: o.Burst, Timeout: o.TargetTimeout,
+	})
+	var waker healthctrl.Waker
+	if o.SyncURL != "" {
+		waker = &subresources.Client{BaseURL: o.SyncURL, HTTP: &http.Client{Timeout: 10 * time.Second}}
+	}
+	var writer client.Client = mgr.GetClient()
+	if o.WrapWriter != nil {
+		writer = o.WrapWriter(writer)
+	}
+	h := healthctrl.NewHealthController(mgr.GetCache(), writer, clusters, gate, waker)
+	if o.ReadConcurrency > 0 {
+		h.ReadConcurrency = o.ReadConcurrency
+	}
+	c, err := h.SetupWithManager(ctx, mgr, max(o.Workers, 1))
+	if err != nil {
+		return nil, nil, fmt.Errorf("setting up the health loop: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return nil, nil, err
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return nil, nil, err
+	}
+	return mgr, c, nil
+}
