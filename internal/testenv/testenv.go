@@ -91,7 +91,13 @@ func Assets(root string) (string, error) {
 }
 
 // Start starts etcd and kube-apiserver and installs the CRDs of config/crd/bases.
-func Start() (*Env, error) {
+func Start() (*Env, error) { return start(true) }
+
+// StartTarget starts etcd and kube-apiserver without this project's CRDs: a target
+// cluster as convoy sees it.
+func StartTarget() (*Env, error) { return start(false) }
+
+func start(withCRDs bool) (*Env, error) {
 	root, err := RepoRoot()
 	if err != nil {
 		return nil, err
@@ -101,11 +107,10 @@ func Start() (*Env, error) {
 		return nil, err
 	}
 	scheme := NewScheme()
-	e := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-		BinaryAssetsDirectory: assets,
-		Scheme:                scheme,
+	e := &envtest.Environment{BinaryAssetsDirectory: assets, Scheme: scheme}
+	if withCRDs {
+		e.CRDDirectoryPaths = []string{filepath.Join(root, "config", "crd", "bases")}
+		e.ErrorIfCRDPathMissing = true
 	}
 	cfg, err := e.Start()
 	if err != nil {
@@ -144,3 +149,10 @@ func (e *Env) AdminKubeconfig() ([]byte, error) {
 	}
 	return user.KubeConfig()
 }
+
+// StopAPIServer stops kube-apiserver alone (etcd keeps the data), to make the cluster
+// unreachable; StartAPIServer starts it again on the same address and certificates.
+func (e *Env) StopAPIServer() error { return e.env.ControlPlane.APIServer.Stop() }
+
+// StartAPIServer restarts the kube-apiserver that StopAPIServer stopped.
+func (e *Env) StartAPIServer() error { return e.env.ControlPlane.APIServer.Start() }
