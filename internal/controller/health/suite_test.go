@@ -56,8 +56,9 @@ type fixture struct {
 // sync requests and can be told to fail them.
 type syncServer struct {
 	*httptest.Server
-	syncs atomic.Int32
-	fail  atomic.Bool
+	syncs    atomic.Int32
+	fail     atomic.Bool
+	notFound atomic.Bool
 }
 
 func newSyncServer(t *testing.T) *syncServer {
@@ -65,6 +66,10 @@ func newSyncServer(t *testing.T) *syncServer {
 	handler := subresources.NewHandler(env.Client)
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost {
+			if s.notFound.Load() {
+				http.Error(w, "no such release", http.StatusNotFound)
+				return
+			}
 			if s.fail.Load() {
 				http.Error(w, "injected failure", http.StatusServiceUnavailable)
 				return

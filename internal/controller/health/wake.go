@@ -2,12 +2,15 @@ package health
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
 
 	"github.com/go-logr/logr"
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
 	"github.com/kumodo/convoy-observer/internal/controller/base"
+	"github.com/kumodo/convoy-observer/internal/subresources"
 )
 
 // edges are the edge triggers of one pass (spec "Wake the controller").
@@ -35,7 +38,14 @@ func (h *HealthController) wake(ctx context.Context, rel *v1alpha1.Release, e ed
 		log.Info("edge reached, but no --sync-url is set: the controller-manager is not woken")
 		return nil
 	}
-	if err := h.Waker.RequestSync(ctx, rel.Namespace, rel.Name); err != nil {
+	err := h.Waker.RequestSync(ctx, rel.Namespace, rel.Name)
+	var httpErr *subresources.HTTPError
+	if errors.As(err, &httpErr) && httpErr.StatusCode == http.StatusNotFound {
+		// The Release is gone: nobody is left to wake, and a retry would never succeed.
+		log.Info("the sync endpoint no longer knows the Release; not retrying", "error", err.Error())
+		err = nil
+	}
+	if err != nil {
 		h.mu.Lock()
 		if h.wakePending == nil {
 			h.wakePending = map[string]bool{}
