@@ -92,7 +92,7 @@ func TestAssessAndSummary(t *testing.T) {
 	f.expectEntry("gone", v1alpha1.StateUnknown, "object not found")
 	// Degraded > Unknown > Progressing in the condition table: here Unknown wins.
 	c := f.expectCondition(metav1.ConditionUnknown, v1alpha1.ReasonUnknown)
-	if !strings.HasPrefix(c.Message, "1/3 healthy; Unknown ConfigMap "+f.ns+"/gone: object not found") {
+	if !strings.HasPrefix(c.Message, "1/3 healthy; ConfigMap "+f.ns+"/gone: object not found") {
 		t.Fatalf("message = %q", c.Message)
 	}
 	want := v1alpha1.HealthSummary{Total: 3, Healthy: 1, Progressing: 1, Unknown: 1}

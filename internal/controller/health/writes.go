@@ -116,7 +116,12 @@ func (a *assessment) healthStatus(rel *v1alpha1.Release) healthStatus {
 	first := func(state v1alpha1.HealthState) string {
 		for i := range a.entries {
 			if a.entries[i].state == state {
-				msg := fmt.Sprintf("%s; %s %s", count, state, a.entries[i].key)
+				k := a.entries[i].key
+				obj := k.Kind + " " + k.Name
+				if k.Namespace != "" {
+					obj = k.Kind + " " + k.Namespace + "/" + k.Name
+				}
+				msg := fmt.Sprintf("%s; %s", count, obj)
 				if a.entries[i].message != "" {
 					msg += ": " + a.entries[i].message
 				}
