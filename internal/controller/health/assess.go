@@ -156,12 +156,16 @@ func priorAndAnchors(entries []v1alpha1.InventoryEntry) map[inventory.Key]prior 
 // assessItems runs assessItem for every entry, at most ReadConcurrency at a time. It
 // fails only when the target cluster stops answering.
 func (h *HealthController) assessItems(ctx context.Context, rel *v1alpha1.Release, ev *health.Evaluator, reader base.ObjectReader, entries []v1alpha1.InventoryEntry, priors map[inventory.Key]prior) ([]itemResult, error) {
-	now := h.Clock.Now()
 	deadline, hasDeadline := rel.GetDeadline()
 	var dl *time.Duration
 	if hasDeadline {
 		dl = &deadline
 	}
+	return h.assessItemsWith(ctx, ev, reader, entries, priors, dl, h.Clock.Now())
+}
+
+// assessItemsWith is assessItems with the deadline and the time given.
+func (h *HealthController) assessItemsWith(ctx context.Context, ev *health.Evaluator, reader base.ObjectReader, entries []v1alpha1.InventoryEntry, priors map[inventory.Key]prior, dl *time.Duration, now time.Time) ([]itemResult, error) {
 	results := make([]itemResult, len(entries))
 	g, gctx := errgroup.WithContext(ctx)
 	limit := h.ReadConcurrency

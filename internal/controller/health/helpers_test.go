@@ -1,6 +1,7 @@
 package health
 
 import (
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -38,3 +39,5 @@ func deleteRuleSet(t interface {
 		t.Fatal(err)
 	}
 }
+
+func testLogger() logr.Logger { return logr.Discard() }

@@ -1,0 +1,107 @@
+package health
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
+	"github.com/kumodo/convoy-observer/health"
+	"github.com/kumodo/convoy-observer/internal/inventory"
+)
+
+// barrierReader blocks each read until `want` reads are in flight together (or a
+// generous timeout passes), and records the most it saw at once.
+type barrierReader struct {
+	want int
+	mu   sync.Mutex
+	cond *sync.Cond
+	in   int
+	max  int
+}
+
+func newBarrierReader(want int) *barrierReader {
+	r := &barrierReader{want: want}
+	r.cond = sync.NewCond(&r.mu)
+	return r
+}
+
+func (r *barrierReader) Get(_ context.Context, gvr schema.GroupVersionResource, ns, name string) (*unstructured.Unstructured, error) {
+	r.mu.Lock()
+	r.in++
+	r.max = max(r.max, r.in)
+	r.cond.Broadcast()
+	deadline := time.Now().Add(5 * time.Second)
+	for r.in < r.want && time.Now().Before(deadline) {
+		go func() { time.Sleep(10 * time.Millisecond); r.cond.Broadcast() }()
+		r.cond.Wait()
+	}
+	r.in--
+	r.mu.Unlock()
+	return &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": name, "namespace": ns}}}, nil
+}
+
+// TestReadsRunConcurrentlyWithABound: the objects of one Release are read concurrently,
+// never more than ReadConcurrency at a time, and every entry gets a result.
+func TestReadsRunConcurrentlyWithABound(t *testing.T) {
+	t.Parallel()
+	const limit, n = 4, 12
+	h := &HealthController{ReadConcurrency: limit, Log: testLogger()}
+	reader := newBarrierReader(limit)
+	entries := make([]v1alpha1.InventoryEntry, n)
+	for i := range entries {
+		entries[i] = v1alpha1.InventoryEntry{Kind: "ConfigMap", Namespace: "d", Name: fmt.Sprintf("cm%02d", i), Version: "v1", Resource: "configmaps"}
+	}
+	ev, err := health.NewEvaluator(nil, nil)
+	must(t, err)
+	results, err := h.assessItemsWith(context.Background(), ev, reader, entries, map[inventory.Key]prior{}, nil, t0)
+	must(t, err)
+	if reader.max != limit {
+		t.Fatalf("at most %d reads were in flight together, want exactly %d", reader.max, limit)
+	}
+	if len(results) != n {
+		t.Fatalf("results = %d", len(results))
+	}
+	for _, r := range results {
+		if r.state != v1alpha1.StateHealthy {
+			t.Fatalf("%s = %s", r.key, r.state)
+		}
+	}
+}
+
+// latencyReader answers every read after a fixed delay, like a remote API server.
+type latencyReader struct{ delay time.Duration }
+
+func (r latencyReader) Get(_ context.Context, _ schema.GroupVersionResource, ns, name string) (*unstructured.Unstructured, error) {
+	time.Sleep(r.delay)
+	return &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": name, "namespace": ns}}}, nil
+}
+
+// BenchmarkAssessItems measures one pass over 100 entries whose reads take 2ms each, at
+// several read concurrencies: compare the ratios with benchstat, not absolute times.
+func BenchmarkAssessItems(b *testing.B) {
+	entries := make([]v1alpha1.InventoryEntry, 100)
+	for i := range entries {
+		entries[i] = v1alpha1.InventoryEntry{Kind: "ConfigMap", Namespace: "d", Name: fmt.Sprintf("cm%03d", i), Version: "v1", Resource: "configmaps"}
+	}
+	ev, err := health.NewEvaluator(nil, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []int{1, 4, DefaultReadConcurrency} {
+		b.Run(fmt.Sprintf("concurrency=%d", c), func(b *testing.B) {
+			h := &HealthController{ReadConcurrency: c, Log: testLogger()}
+			for b.Loop() {
+				if _, err := h.assessItemsWith(context.Background(), ev, latencyReader{2 * time.Millisecond}, entries, map[inventory.Key]prior{}, nil, t0); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
