@@ -110,6 +110,7 @@ func (h *HealthController) syncHandler(ctx context.Context, key string) (base.Re
 	if err := h.Reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, rel); err != nil {
 		if apierrors.IsNotFound(err) {
 			h.forget(key)
+			forgetMetrics(namespace, name)
 			return base.Result{}, nil // the controller-manager deletes the inventory
 		}
 		return base.Result{}, fmt.Errorf("reading Release %s: %w", key, err)
@@ -157,6 +158,7 @@ func (h *HealthController) syncHandler(ctx context.Context, key string) (base.Re
 		a, err := h.assess(ctx, rel, cluster, clusterErr)
 		if err != nil {
 			log.Info("assessment failed", "reason", err.Error())
+			assessmentFailures.WithLabelValues(rel.Namespace, rel.Name).Inc()
 			if werr := h.writeHealth(ctx, rel, assessFailed(rel, err)); werr != nil {
 				return base.Result{}, werr
 			}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
@@ -245,4 +246,26 @@ func TestKubeconfigSecretErrors(t *testing.T) {
 	f.configMap("a", "true")
 	f.pass()
 	f.expectCondition(metav1.ConditionTrue, v1alpha1.ReasonHealthy)
+}
+
+func TestEntryGauges(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.configMapRules("rules", readyRule)
+	f.release(localRules(0), 0)
+	f.configMap("a", "true")
+	f.configMap("b", "false")
+	f.inventory(cm("a", 0, ""), cm("b", 0, ""))
+	f.pass()
+	if got := testutil.ToFloat64(releaseEntries.WithLabelValues(f.ns, f.rel, "Progressing")); got != 1 {
+		t.Fatalf("Progressing gauge = %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(releaseEntries.WithLabelValues(f.ns, f.rel, "Healthy")); got != 1 {
+		t.Fatalf("Healthy gauge = %v, want 1", got)
+	}
+	must(t, env.Client.Delete(f.ctx, f.getRelease()))
+	f.pass()
+	if n := testutil.CollectAndCount(releaseEntries.MustCurryWith(map[string]string{"namespace": f.ns})); n != 0 {
+		t.Fatalf("%d series left for a deleted Release", n)
+	}
 }

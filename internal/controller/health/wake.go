@@ -46,6 +46,7 @@ func (h *HealthController) wake(ctx context.Context, rel *v1alpha1.Release, e ed
 		err = nil
 	}
 	if err != nil {
+		syncRequests.WithLabelValues("error").Inc()
 		h.mu.Lock()
 		if h.wakePending == nil {
 			h.wakePending = map[string]bool{}
@@ -54,6 +55,7 @@ func (h *HealthController) wake(ctx context.Context, rel *v1alpha1.Release, e ed
 		h.mu.Unlock()
 		return fmt.Errorf("waking the controller-manager: %w", err)
 	}
+	syncRequests.WithLabelValues("ok").Inc()
 	h.mu.Lock()
 	delete(h.wakePending, key)
 	h.mu.Unlock()

@@ -158,6 +158,7 @@ func (a *assessment) healthStatus(rel *v1alpha1.Release) healthStatus {
 // 21). It skips the write when nothing changed; lastTransitionTime moves only when the
 // status does.
 func (h *HealthController) writeHealth(ctx context.Context, rel *v1alpha1.Release, hs healthStatus) error {
+	recordSummary(rel.Namespace, rel.Name, hs.summary)
 	prev := meta.FindStatusCondition(rel.Status.Conditions, v1alpha1.ConditionHealthy)
 	if prev != nil && prev.Status == hs.status && prev.Reason == hs.reason && prev.Message == hs.message &&
 		prev.ObservedGeneration == rel.Generation && equality.Semantic.DeepEqual(rel.Status.HealthSummary, hs.summary) {
