@@ -14,7 +14,7 @@
 // Releases, so a new value of convoy.kumodo.io/sync-requested-at wakes it, and a JSON
 // merge patch without a resourceVersion never conflicts with the controller-manager's
 // own writes and never touches another field. The value is the request time in
-// time.RFC3339Nano (UTC) from Handler.Now, so every request changes it.
+// SyncTimeFormat (RFC 3339 with nine digits of nanoseconds, UTC) from Handler.Now, so every request changes it.
 //
 // Why /health does not assess (spec/health-loop.txt, "Writes"): the health loop is the
 // only writer of assessments; HealthResult is a pure function that turns what the loop

@@ -105,11 +105,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// SyncTimeFormat is the layout of the sync annotation: RFC 3339 with all nine digits of
+// nanoseconds (time.RFC3339Nano drops trailing zeros), so two requests within one second
+// always differ and every value parses with time.RFC3339Nano.
+const SyncTimeFormat = "2006-01-02T15:04:05.000000000Z07:00"
+
 // serveSync sets the sync annotation with a JSON merge patch: it carries no
 // resourceVersion, so it never conflicts with the controller-manager's writes, and it
 // names no other field, so it changes nothing else.
 func (h *Handler) serveSync(w http.ResponseWriter, r *http.Request, route releaseRoute) {
-	now := h.Now().UTC().Format(time.RFC3339Nano)
+	now := h.Now().UTC().Format(SyncTimeFormat)
 	patch, err := json.Marshal(map[string]any{
 		"metadata": map[string]any{
 			"annotations": map[string]string{v1alpha1.SyncRequestedAtAnnotation: now},

@@ -63,6 +63,15 @@ func TestSyncSetsAnnotation(t *testing.T) {
 	if want := "2026-03-04T04:07:37.123456789Z"; second.Annotations[v1alpha1.SyncRequestedAtAnnotation] != want {
 		t.Errorf("annotation after the second POST = %q, want %q", second.Annotations[v1alpha1.SyncRequestedAtAnnotation], want)
 	}
+
+	// A whole second still carries nine digits of nanoseconds.
+	now = time.Date(2026, 3, 4, 5, 0, 0, 0, time.UTC)
+	if code, _, body := do(t, http.MethodPost, url); code != http.StatusAccepted {
+		t.Fatalf("third POST sync = %d %s, want 202", code, body)
+	}
+	if want, got := "2026-03-04T05:00:00.000000000Z", getRelease(t, "sync-demo").Annotations[v1alpha1.SyncRequestedAtAnnotation]; got != want {
+		t.Errorf("annotation at a whole second = %q, want %q", got, want)
+	}
 }
 
 func TestSyncErrors(t *testing.T) {

@@ -3,6 +3,7 @@ package health
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -198,8 +199,10 @@ func (h *HealthController) writeHealth(ctx context.Context, rel *v1alpha1.Releas
 	return nil
 }
 
-// truncateCondition keeps a condition message under metav1.Condition's 32768 limit.
+// truncateCondition keeps a condition message on one line and under metav1.Condition's
+// 32768-byte limit.
 func truncateCondition(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
 	const limit = 32768 - 3
 	if len(s) <= limit {
 		return s
