@@ -26,7 +26,7 @@ func TestClientAgainstHandler(t *testing.T) {
 	if err := c.RequestSync(ctx, "default", "client-demo"); err != nil {
 		t.Fatalf("RequestSync: %v", err)
 	}
-	if got := getRelease(t, "client-demo").Annotations[v1alpha1.SyncRequestedAtAnnotation]; got != "2026-05-06T07:08:09.00000001Z" {
+	if got := getRelease(t, "client-demo").Annotations[v1alpha1.SyncRequestedAtAnnotation]; got != "2026-05-06T07:08:09.000000010Z" {
 		t.Errorf("annotation = %q", got)
 	}
 
