@@ -37,7 +37,7 @@ func main() {
 	fs.IntVar(&o.Burst, "kube-api-burst", 100, "burst of each client (management and targets)")
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", "0", "address of the metrics endpoint (\"0\" disables it)")
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz (\"0\" disables it)")
-	fs.BoolVar(&o.LeaderElect, "leader-elect", false, "elect a leader among the replicas of the same shards (a Lease named convoy-observer-shard-<shards>)")
+	fs.BoolVar(&o.LeaderElect, "leader-elect", false, "elect a leader among the replicas of the same shards (a Lease named convoy-observer-shard-default, or convoy-observer-shard-<shards>-<hash>)")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the Lease (default: the pod's namespace)")
 	fs.DurationVar(&o.TargetTimeout, "target-timeout", 10*time.Second, "timeout of each request to a target cluster")
 	fs.IntVar(&o.ReadConcurrency, "target-read-concurrency", healthctrl.DefaultReadConcurrency, "concurrent object reads per Release pass")

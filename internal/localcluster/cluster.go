@@ -192,10 +192,6 @@ func (c *Cluster) Check() error {
 	return nil
 }
 
-// Processes returns the processes that the cluster started besides etcd and
-// kube-apiserver (which envtest runs).
-func (c *Cluster) Processes() []*Process { return append([]*Process(nil), c.procs...) }
-
 // Stop stops kwok, the scheduler and the controller manager, then kube-apiserver and
 // etcd. It is safe to call on a partly started cluster and more than once. It leaves
 // Dir in place.

@@ -107,20 +107,19 @@ func (p *Process) Exited() error {
 }
 
 // Stop sends SIGTERM to the process group, waits up to DefaultStopTimeout and then
-// sends SIGKILL. It returns once the process has exited; it is safe to call more than
-// once and from several goroutines.
+// sends SIGKILL to the group. It returns once the process has exited; it is safe to
+// call more than once and from several goroutines. (The processes started here do not
+// fork, so the group ends with its leader.)
 func (p *Process) Stop() error {
 	p.stopOnce.Do(func() { close(p.stopping) })
 	select {
 	case <-p.done:
-		killGroup(p.Pid(), syscall.SIGKILL) // leftovers of the group, if any
-		return nil
+		return nil // reaped: its group id may belong to someone else by now
 	default:
 	}
 	killGroup(p.Pid(), syscall.SIGTERM)
 	select {
 	case <-p.done:
-		killGroup(p.Pid(), syscall.SIGKILL)
 		return nil
 	case <-time.After(DefaultStopTimeout):
 	}

@@ -7,6 +7,7 @@ package observer
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"net/http"
 	"regexp"
@@ -23,8 +24,8 @@ import (
 
 	"github.com/kumodo/convoy-observer/internal/controller/base"
 	healthctrl "github.com/kumodo/convoy-observer/internal/controller/health"
+	"github.com/kumodo/convoy-observer/internal/scheme"
 	"github.com/kumodo/convoy-observer/internal/subresources"
-	"github.com/kumodo/convoy-observer/internal/testenv"
 )
 
 // Options configure one observer replica. Zero values mean the defaults of the flags.
@@ -58,22 +59,24 @@ type Options struct {
 }
 
 // LeaseName returns the name of the Lease that the replicas owning shards compete for:
-// convoy-observer-shard-default for the default shard, else the shard names joined by
-// "-" and reduced to a DNS label.
+// convoy-observer-shard-default for the default shard alone; otherwise the sorted shard
+// names, reduced to a DNS label of at most 30 characters, followed by the first 8 hex
+// digits of the SHA-256 of the exact names, so two different shard sets (say "a-b" and
+// {"a", "b"}, or "default" and the default shard) never share a Lease.
 func LeaseName(shards []string) string {
-	shards = base.NewShardGate(shards).Shards() // sorted, de-duplicated
-	name := "default"
-	if !(len(shards) == 1 && shards[0] == "") {
-		name = strings.Join(shards, "-")
+	shards = base.NewShardGate(shards).Shards() // sorted, de-duplicated; none => [""]
+	if len(shards) == 1 && shards[0] == "" {
+		return "convoy-observer-shard-default"
 	}
-	name = strings.Trim(nonLabel.ReplaceAllString(strings.ToLower(name), "-"), "-")
-	if len(name) > 40 {
-		name = strings.Trim(name[:40], "-")
+	sum := sha256.Sum256([]byte(strings.Join(shards, "\x00")))
+	name := strings.Trim(nonLabel.ReplaceAllString(strings.ToLower(strings.Join(shards, "-")), "-"), "-")
+	if len(name) > 30 {
+		name = strings.Trim(name[:30], "-")
 	}
 	if name == "" {
-		name = "default"
+		name = "shard"
 	}
-	return "convoy-observer-shard-" + name
+	return fmt.Sprintf("convoy-observer-shard-%s-%x", name, sum[:4])
 }
 
 var nonLabel = regexp.MustCompile(`[^a-z0-9-]+`)
@@ -95,7 +98,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, *ba
 	}
 	gate := base.NewShardGate(o.Shards)
 	opts := ctrl.Options{
-		Scheme:                        testenv.NewScheme(),
+		Scheme:                        scheme.New(),
 		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr},
 		HealthProbeBindAddress:        o.ProbeAddr,
 		LeaderElection:                o.LeaderElect,

@@ -23,13 +23,11 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
-	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
+	"github.com/kumodo/convoy-observer/internal/scheme"
 )
 
 // Env is a running API server with the CRDs installed.
@@ -46,16 +44,8 @@ type Env struct {
 	env *envtest.Environment
 }
 
-// NewScheme returns a scheme with client-go's built-in types and this project's types.
-func NewScheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1alpha1.AddToScheme, extv1alpha1.AddToScheme} {
-		if err := add(s); err != nil {
-			panic(err)
-		}
-	}
-	return s
-}
+// NewScheme returns the project's scheme (see internal/scheme).
+func NewScheme() *runtime.Scheme { return scheme.New() }
 
 // RepoRoot returns the nearest parent of the working directory that holds go.mod.
 func RepoRoot() (string, error) {
@@ -106,8 +96,8 @@ func start(withCRDs bool) (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
-	scheme := NewScheme()
-	e := &envtest.Environment{BinaryAssetsDirectory: assets, Scheme: scheme}
+	sch := NewScheme()
+	e := &envtest.Environment{BinaryAssetsDirectory: assets, Scheme: sch}
 	if withCRDs {
 		e.CRDDirectoryPaths = []string{filepath.Join(root, "config", "crd", "bases")}
 		e.ErrorIfCRDPathMissing = true
@@ -116,12 +106,12 @@ func start(withCRDs bool) (*Env, error) {
 	if err != nil {
 		return nil, fmt.Errorf("starting envtest with binaries from %s: %w", assets, err)
 	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	c, err := client.New(cfg, client.Options{Scheme: sch})
 	if err != nil {
 		_ = e.Stop()
 		return nil, err
 	}
-	return &Env{Config: cfg, Client: c, Scheme: scheme, RepoRoot: root, env: e}, nil
+	return &Env{Config: cfg, Client: c, Scheme: sch, RepoRoot: root, env: e}, nil
 }
 
 // MustStart is Start for TestMain: it exits the process with a message on error.

@@ -2,6 +2,7 @@ package health
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -126,6 +127,7 @@ func (h *HealthController) syncHandler(ctx context.Context, key string) (base.Re
 	if !h.Shards.Owns(shard) {
 		log.V(1).Info("skipping: the Cluster's shard belongs to another replica", "cluster", rel.Spec.ClusterRef.Name, "shard", shard)
 		h.forget(key)
+		forgetMetrics(namespace, name) // the owner of the shard exports them now
 		return base.Result{}, nil
 	}
 
@@ -156,6 +158,10 @@ func (h *HealthController) syncHandler(ctx context.Context, key string) (base.Re
 		}
 	} else {
 		a, err := h.assess(ctx, rel, cluster, clusterErr)
+		var werr *writeError
+		if errors.As(err, &werr) {
+			return base.Result{}, err // our own write failed: retry, the Release is not Unknown
+		}
 		if err != nil {
 			log.Info("assessment failed", "reason", err.Error())
 			assessmentFailures.WithLabelValues(rel.Namespace, rel.Name).Inc()

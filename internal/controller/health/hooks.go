@@ -277,7 +277,7 @@ func (h *HealthController) writeHookStatus(ctx context.Context, inv *v1alpha1.Re
 	u := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": v1alpha1.GroupVersion.String(),
 		"kind":       "ReleaseInventory",
-		"metadata":   map[string]any{"name": inv.Name, "namespace": inv.Namespace},
+		"metadata":   inventoryMeta(inv),
 		"hooks":      list,
 	}}
 	if err := h.Writer.Apply(ctx, client.ApplyConfigurationFromUnstructured(u),

@@ -64,15 +64,29 @@ func (h *HealthController) writeInventoryHealth(ctx context.Context, a *assessme
 	u := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": v1alpha1.GroupVersion.String(),
 		"kind":       "ReleaseInventory",
-		"metadata":   map[string]any{"name": a.inv.Name, "namespace": a.inv.Namespace},
+		"metadata":   inventoryMeta(a.inv),
 		"entries":    list,
 	}}
 	if err := h.Writer.Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
 		client.FieldOwner(inventory.FieldManagerInventory), client.ForceOwnership); err != nil {
-		return fmt.Errorf("applying the health of %d inventory entries: %w", len(list), err)
+		return &writeError{fmt.Errorf("applying the health of %d inventory entries: %w", len(list), err)}
 	}
 	return nil
 }
+
+// inventoryMeta is the metadata of an apply to inv. The uid is a precondition: an apply
+// never re-creates an inventory that the controller-manager deleted meanwhile (it fails
+// with a conflict instead, and the next pass sees the deletion).
+func inventoryMeta(inv *v1alpha1.ReleaseInventory) map[string]any {
+	return map[string]any{"name": inv.Name, "namespace": inv.Namespace, "uid": string(inv.UID)}
+}
+
+// writeError is a failed write of the observer's own fields: transient, so the pass
+// returns it for a rate-limited retry instead of reporting the Release Unknown.
+type writeError struct{ err error }
+
+func (e *writeError) Error() string { return e.err.Error() }
+func (e *writeError) Unwrap() error { return e.err }
 
 func equalTime(a, b *metav1.Time) bool {
 	if a == nil || b == nil {

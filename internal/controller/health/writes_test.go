@@ -1,0 +1,74 @@
+package health
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
+	"github.com/kumodo/convoy-observer/internal/inventory"
+)
+
+// failingApply fails every top-level apply (the inventory writes) and passes status
+// applies through.
+type failingApply struct{ client.Client }
+
+func (failingApply) Apply(context.Context, runtime.ApplyConfiguration, ...client.ApplyOption) error {
+	return errors.New("injected: etcdserver: leader changed")
+}
+
+// TestFailedInventoryWriteIsRetried: a failed write of the observer's own fields fails
+// the pass (the queue retries it) and does not turn the Release Unknown.
+func TestFailedInventoryWriteIsRetried(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.configMapRules("rules", readyRule)
+	f.release(localRules(0), 0)
+	f.configMap("a", "true")
+	f.inventory(cm("a", 0, ""))
+	f.pass()
+	f.expectCondition(metav1.ConditionTrue, v1alpha1.ReasonHealthy)
+	f.configMap("a", "false")
+	f.h.Writer = failingApply{env.Client}
+	if _, err := f.h.syncHandler(f.ctx, f.key); err == nil {
+		t.Fatal("a failed inventory write did not fail the pass")
+	}
+	f.expectCondition(metav1.ConditionTrue, v1alpha1.ReasonHealthy) // unchanged, not Unknown
+	f.h.Writer = env.Client
+	f.pass()
+	f.expectCondition(metav1.ConditionFalse, v1alpha1.ReasonProgressing)
+}
+
+// TestWriteNeverRecreatesADeletedInventory: an apply built from an inventory read
+// before the controller-manager deleted it fails instead of creating an orphan.
+func TestWriteNeverRecreatesADeletedInventory(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.configMapRules("rules", readyRule)
+	f.release(localRules(0), 0)
+	f.configMap("a", "false")
+	f.inventory(cm("a", 0, ""))
+	f.hooks(hook{name: "pre", kind: "Job", workload: "missing", createdAt: t0})
+	stale := f.getInventory()
+	must(t, env.Client.Delete(f.ctx, stale))
+	a := &assessment{inv: stale, entries: []itemResult{{
+		entry: stale.Entries[0], key: inventory.KeyOf(&stale.Entries[0]), state: v1alpha1.StateProgressing, message: "x",
+	}}}
+	if err := f.h.writeInventoryHealth(f.ctx, a); err == nil {
+		t.Fatal("the entry write succeeded on a deleted inventory")
+	}
+	after := stale.Hooks[0]
+	after.State = v1alpha1.HookRunning
+	if err := f.h.writeHookStatus(f.ctx, stale, stale.Hooks, []v1alpha1.HookEntry{after}, false); err == nil {
+		t.Fatal("the hook write succeeded on a deleted inventory")
+	}
+	err := env.Client.Get(f.ctx, clientKey(f.ns, f.rel), &v1alpha1.ReleaseInventory{})
+	if !apierrors.IsNotFound(err) {
+		t.Fatalf("the inventory was re-created: %v", err)
+	}
+}
