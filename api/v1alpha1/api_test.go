@@ -311,3 +311,55 @@ func TestReleaseStatusTwoManagers(t *testing.T) {
 		t.Errorf("healthSummary = %+v", got.Status.HealthSummary)
 	}
 }
+
+// TestDurationAdmission: duration strings are checked at admission, so a typo can never
+// make a Release or an inventory undecodable for the observer's typed informers.
+func TestDurationAdmission(t *testing.T) {
+	t.Parallel()
+	release := func(name string, ha, sp map[string]any) map[string]any {
+		spec := map[string]any{"clusterRef": map[string]any{"name": "c"}}
+		if ha != nil {
+			spec["healthAssessment"] = ha
+		}
+		if sp != nil {
+			spec["syncPolicy"] = sp
+		}
+		return map[string]any{"apiVersion": "convoy.kumodo.io/v1alpha1", "kind": "Release",
+			"metadata": map[string]any{"name": name, "namespace": "default"}, "spec": spec}
+	}
+	hookInv := func(name, timeout string) map[string]any {
+		inv := inventory(name)
+		inv["hooks"] = []any{map[string]any{"name": "h", "workloadKind": "Job", "timeout": timeout}}
+		return inv
+	}
+	cases := []struct {
+		name string
+		obj  map[string]any
+		ok   bool
+	}{
+		{"deadline 5m", release("dur-ok", map[string]any{"deadline": "5m"}, map[string]any{"interval": "30s"}), true},
+		{"deadline 0s", release("dur-zero", map[string]any{"deadline": "0s"}, nil), true},
+		{"deadline words", release("dur-words", map[string]any{"deadline": "5 minutes"}, nil), false},
+		{"deadline negative", release("dur-neg", map[string]any{"deadline": "-1m"}, nil), false},
+		{"interval words", release("int-words", nil, map[string]any{"interval": "1 minute"}), false},
+		{"interval below 1s", release("int-tiny", nil, map[string]any{"interval": "10ms"}), false},
+		{"hook timeout empty", hookInv("hook-empty", ""), true},
+		{"hook timeout 90s", hookInv("hook-90s", "90s"), true},
+		{"hook timeout words", hookInv("hook-words", "ten minutes"), false},
+		{"hook timeout zero", hookInv("hook-zero", "0s"), false},
+	}
+	for _, tc := range cases {
+		err := apply(t, "test", tc.obj)
+		if tc.ok && err != nil {
+			t.Errorf("%s: rejected: %v", tc.name, err)
+		}
+		if !tc.ok && !apierrors.IsInvalid(err) {
+			t.Errorf("%s: want 422 Invalid, got %v", tc.name, err)
+		}
+	}
+	// The empty hook timeout decodes, and means the default.
+	inv := getInventory(t, "hook-empty")
+	if got := inv.Hooks[0].GetTimeout(); got != v1alpha1.DefaultHookTimeout {
+		t.Fatalf("GetTimeout() of an empty timeout = %v", got)
+	}
+}

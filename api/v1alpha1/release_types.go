@@ -49,14 +49,17 @@ type HealthAssessment struct {
 	// time, before it is Degraded rather than Progressing (for example "5m"). Absent: a
 	// failing object stays Progressing.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="must be a duration such as 5m or 90s"
 	Deadline *metav1.Duration `json:"deadline,omitempty"`
 }
 
 // SyncPolicy holds the timing of the Release's loops.
 type SyncPolicy struct {
 	// interval is the longest delay between two health passes while something is
-	// pending, and the period of the idle re-check (for example "1m").
+	// pending, and the period of the idle re-check (for example "1m"). At least 1s, so
+	// that no Release can make the observer poll its API servers in a hot loop.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s')",message="must be a duration of at least 1s, such as 30s or 5m"
 	Interval *metav1.Duration `json:"interval,omitempty"`
 }
 
@@ -167,13 +170,16 @@ func (r *Release) GetDeadline() (time.Duration, bool) {
 	return r.Spec.HealthAssessment.Deadline.Duration, true
 }
 
-// GetInterval returns spec.syncPolicy.interval, and false when it is not set or not
-// positive.
+// MinInterval is the shortest syncPolicy.interval that the loops honour.
+const MinInterval = time.Second
+
+// GetInterval returns spec.syncPolicy.interval, at least MinInterval, and false when it
+// is not set or not positive.
 func (r *Release) GetInterval() (time.Duration, bool) {
 	if r.Spec.SyncPolicy == nil || r.Spec.SyncPolicy.Interval == nil || r.Spec.SyncPolicy.Interval.Duration <= 0 {
 		return 0, false
 	}
-	return r.Spec.SyncPolicy.Interval.Duration, true
+	return max(r.Spec.SyncPolicy.Interval.Duration, MinInterval), true
 }
 
 // GetLastAttemptedRenderRef returns status.lastAttempted.renderRef, or "".

@@ -148,9 +148,13 @@ type HookEntry struct {
 	// +optional
 	CreatedAt *metav1.Time `json:"createdAt,omitempty"`
 
-	// timeout counted from createdAt, as a duration string; empty means 10m.
+	// timeout counted from createdAt, as a duration string such as "10m" or "90s";
+	// empty means 10m. It is a plain string (not a metav1.Duration) so that the empty
+	// value decodes; admission rejects anything else that is not a positive duration.
 	// +optional
-	Timeout *metav1.Duration `json:"timeout,omitempty"`
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="self == '' || duration(self) > duration('0s')",message="must be empty or a positive duration such as 10m or 90s"
+	Timeout string `json:"timeout,omitempty"`
 
 	// state of the workload, written by the observer.
 	// +optional
@@ -166,12 +170,14 @@ type HookEntry struct {
 	FinishedAt *metav1.Time `json:"finishedAt,omitempty"`
 }
 
-// GetTimeout returns timeout, or DefaultHookTimeout when it is not set or not positive.
+// GetTimeout returns timeout, or DefaultHookTimeout when it is empty, not positive or
+// not a duration (admission rejects the last two).
 func (h *HookEntry) GetTimeout() time.Duration {
-	if h.Timeout == nil || h.Timeout.Duration <= 0 {
+	d, err := time.ParseDuration(h.Timeout)
+	if h.Timeout == "" || err != nil || d <= 0 {
 		return DefaultHookTimeout
 	}
-	return h.Timeout.Duration
+	return d
 }
 
 // +kubebuilder:object:root=true

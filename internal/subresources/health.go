@@ -177,8 +177,8 @@ func healthHook(h *v1alpha1.HookEntry) HealthHook {
 		t := *h.FinishedAt
 		out.FinishedAt = &t
 	}
-	if h.Timeout != nil {
-		out.Timeout = h.Timeout.Duration.String()
+	if h.Timeout != "" {
+		out.Timeout = h.Timeout
 	}
 	return out
 }

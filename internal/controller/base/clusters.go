@@ -170,8 +170,10 @@ func (r *dynamicReader) Get(ctx context.Context, gvr schema.GroupVersionResource
 	return u, err
 }
 
-// IsConnectionError reports whether err says that the server did not answer (as
-// opposed to an API status such as NotFound or Forbidden).
+// IsConnectionError reports whether err says that the server did not answer at all
+// (a transport error, a timeout of the request) as opposed to an API status: any
+// status, even 503 from one unavailable aggregated API, concerns one object and leaves
+// the rest of the cluster readable.
 func IsConnectionError(err error) bool {
 	if err == nil {
 		return false
@@ -181,7 +183,7 @@ func IsConnectionError(err error) bool {
 	}
 	var status apierrors.APIStatus
 	if errors.As(err, &status) {
-		return apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsServiceUnavailable(err)
+		return false
 	}
 	var uerr *url.Error
 	var nerr net.Error

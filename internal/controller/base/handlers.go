@@ -68,9 +68,7 @@ func recordedHookFields(inv *v1alpha1.ReleaseInventory) map[string]hookFields {
 		if h.CreatedAt != nil {
 			f.CreatedAt = h.CreatedAt.UTC().String()
 		}
-		if h.Timeout != nil {
-			f.Timeout = h.Timeout.Duration.String()
-		}
+		f.Timeout = h.Timeout
 		m[h.Name] = f
 	}
 	return m

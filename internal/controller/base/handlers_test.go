@@ -75,7 +75,7 @@ func TestInventoryChanged(t *testing.T) {
 		{"renderRef", func(i *v1alpha1.ReleaseInventory) { i.Entries[0].RenderRef = "r2" }, true},
 		{"hook re-armed", func(i *v1alpha1.ReleaseInventory) { i.Hooks[0].CreatedAt = &metav1.Time{Time: time.Unix(200, 0)} }, true},
 		{"hook workload", func(i *v1alpha1.ReleaseInventory) { i.Hooks[0].WorkloadName = "j2" }, true},
-		{"hook timeout", func(i *v1alpha1.ReleaseInventory) { i.Hooks[0].Timeout = &metav1.Duration{Duration: time.Minute} }, true},
+		{"hook timeout", func(i *v1alpha1.ReleaseInventory) { i.Hooks[0].Timeout = "1m" }, true},
 		{"hook added", func(i *v1alpha1.ReleaseInventory) { i.Hooks = append(i.Hooks, v1alpha1.HookEntry{Name: "h2"}) }, true},
 	}
 	for _, tc := range cases {

@@ -211,6 +211,9 @@ func (h *HealthController) assessItem(ctx context.Context, ev *health.Evaluator,
 		switch {
 		case err == nil:
 			res = ev.Evaluate(e.APIVersion(), e.Resource, obj.Object)
+		case isUnservedResource(err):
+			res = health.Result{Outcome: health.Error, RuleIndex: -1, Message: health.TruncateMessage(fmt.Sprintf(
+				"cannot read object: the target does not serve %s (version %q, resource %q)", gvr.GroupResource(), gvr.Version, gvr.Resource))}
 		case apierrors.IsNotFound(err):
 			res = health.Result{Outcome: health.Error, Message: "object not found", RuleIndex: -1}
 		case errors.Is(err, base.ErrClusterNotConnected):
@@ -228,6 +231,17 @@ func (h *HealthController) assessItem(ctx context.Context, ev *health.Evaluator,
 		h.logFrom(ctx).V(1).Info("object not healthy", "object", r.key.String(), "state", state, "message", r.message, "ruleSet", res.RuleSet, "rule", res.RuleIndex)
 	}
 	return r, nil
+}
+
+// isUnservedResource tells a 404 for an unknown resource type (the API server names no
+// object) from a 404 for a missing object.
+func isUnservedResource(err error) bool {
+	var status apierrors.APIStatus
+	if !apierrors.IsNotFound(err) || !errors.As(err, &status) {
+		return false
+	}
+	d := status.Status().Details
+	return d == nil || d.Name == ""
 }
 
 // frontierWaveCompleted reports whether every entry of the highest wave is Healthy now

@@ -54,6 +54,9 @@ type HealthController struct {
 	// attempts holds, per Release key, the attempt count of each pending target
 	// (in memory, lost at a restart: spec "Re-check backoff").
 	attempts map[string]map[string]int
+	// lastShard remembers the shard of each Cluster (namespace/name) seen by this
+	// replica, for the shard gate of Releases whose Cluster was deleted.
+	lastShard map[string]string
 	// wakePending marks keys whose sync request failed, so the next pass sends it
 	// again even though the edge that caused it has passed.
 	wakePending map[string]bool
@@ -120,10 +123,7 @@ func (h *HealthController) syncHandler(ctx context.Context, key string) (base.Re
 
 	// 2. Shard gate.
 	cluster, clusterErr := h.getCluster(ctx, rel)
-	shard := ""
-	if cluster != nil {
-		shard = cluster.Spec.Shard
-	}
+	shard := h.shardOf(rel, cluster)
 	if !h.Shards.Owns(shard) {
 		log.V(1).Info("skipping: the Cluster's shard belongs to another replica", "cluster", rel.Spec.ClusterRef.Name, "shard", shard)
 		h.forget(key)
@@ -202,6 +202,23 @@ func (h *HealthController) getCluster(ctx context.Context, rel *v1alpha1.Release
 		return nil, fmt.Errorf("reading Cluster %s/%s: %w", rel.Namespace, rel.Spec.ClusterRef.Name, err)
 	}
 	return cluster, nil
+}
+
+// shardOf returns the shard of rel's Cluster. A Cluster that is gone keeps the shard
+// this replica last saw it in, so the replica that owned it reports it missing; one it
+// never saw belongs to the default shard.
+func (h *HealthController) shardOf(rel *v1alpha1.Release, cluster *v1alpha1.Cluster) string {
+	key := rel.Namespace + "/" + rel.Spec.ClusterRef.Name
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if cluster != nil {
+		if h.lastShard == nil {
+			h.lastShard = map[string]string{}
+		}
+		h.lastShard[key] = cluster.Spec.Shard
+		return cluster.Spec.Shard
+	}
+	return h.lastShard[key]
 }
 
 // forget drops the in-memory state of key.

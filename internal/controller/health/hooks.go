@@ -82,6 +82,7 @@ func (h *HealthController) pollHooks(ctx context.Context, rel *v1alpha1.Release,
 			}
 			continue
 		}
+		was := *hk
 		state, message, err := pollHookWorkload(ctx, reader, hk, now)
 		if err != nil {
 			h.logFrom(ctx).Error(err, "polling hook workload; state unchanged", "hook", hk.Name, "workload", hk.WorkloadKind+" "+hk.Namespace+"/"+hk.WorkloadName)
@@ -94,8 +95,12 @@ func (h *HealthController) pollHooks(ctx context.Context, rel *v1alpha1.Release,
 		if state.IsTerminal() {
 			t := metav1.NewTime(now.UTC().Truncate(time.Second))
 			hk.FinishedAt = &t
-			out.finished++
-			h.logFrom(ctx).Info("hook finished", "hook", hk.Name, "state", state, "message", message)
+			// A new terminal state is an edge; the same result polled again in the
+			// ambiguous same-second case is not.
+			if !was.State.IsTerminal() || rearmedLater(&was) || was.State != hk.State || was.Message != hk.Message {
+				out.finished++
+				h.logFrom(ctx).Info("hook finished", "hook", hk.Name, "state", state, "message", message)
+			}
 		} else {
 			hk.FinishedAt = nil
 			out.running = append(out.running, hk.Name)
@@ -110,7 +115,11 @@ func (h *HealthController) pollHooks(ctx context.Context, rel *v1alpha1.Release,
 	return out, nil
 }
 
-// needsPoll: a workloadName, and no finishedAt or a createdAt after finishedAt.
+// needsPoll: a workloadName, and no finishedAt or a createdAt after finishedAt. Both
+// times are stored to the second, so a createdAt in the same second as finishedAt counts
+// as after: a hook re-armed within a second of finishing is polled again (a hook that
+// merely finished in the second it was armed is polled once more, which moves its
+// finishedAt to a later second and changes nothing else).
 func needsPoll(hk *v1alpha1.HookEntry) bool {
 	if hk.WorkloadName == "" {
 		return false
@@ -118,7 +127,13 @@ func needsPoll(hk *v1alpha1.HookEntry) bool {
 	if hk.FinishedAt == nil {
 		return true
 	}
-	return hk.CreatedAt != nil && hk.CreatedAt.After(hk.FinishedAt.Time)
+	return hk.CreatedAt != nil && !hk.CreatedAt.Before(hk.FinishedAt)
+}
+
+// rearmedLater reports whether hk was re-armed in a later second than it finished, the
+// case where a terminal result is certainly a new one.
+func rearmedLater(hk *v1alpha1.HookEntry) bool {
+	return hk.FinishedAt != nil && hk.CreatedAt != nil && hk.CreatedAt.After(hk.FinishedAt.Time)
 }
 
 // pollHookWorkload reads the hook's Job or Pod from the target and decides its state

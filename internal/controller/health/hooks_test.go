@@ -225,7 +225,8 @@ func TestHookReArmed(t *testing.T) {
 	f.release(nil, 0)
 	f.job("a", cond("SuccessCriteriaMet", "CompletionsReached", ""), cond(batchv1.JobComplete, "CompletionsReached", ""))
 	f.job("b", cond("SuccessCriteriaMet", "CompletionsReached", ""), cond(batchv1.JobComplete, "CompletionsReached", ""))
-	f.hooks(hook{name: "a", kind: "Job", workload: "a", createdAt: t0}, hook{name: "b", kind: "Job", workload: "b", createdAt: t0})
+	armed := t0.Add(-time.Minute)
+	f.hooks(hook{name: "a", kind: "Job", workload: "a", createdAt: armed}, hook{name: "b", kind: "Job", workload: "b", createdAt: armed})
 	f.pass()
 	f.expectHook("a", v1alpha1.HookSucceeded, "CompletionsReached")
 	f.expectHook("b", v1alpha1.HookSucceeded, "CompletionsReached")
@@ -236,7 +237,7 @@ func TestHookReArmed(t *testing.T) {
 	// b's Job vanishes: if b were polled again it would turn Failed.
 	must(t, env.Client.Delete(f.ctx, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: f.ns}}, client.PropagationPolicy(metav1.DeletePropagationBackground)))
 	f.clock.Step(time.Minute)
-	f.hooks(hook{name: "a", kind: "Job", workload: "a2", createdAt: f.clock.Now()}, hook{name: "b", kind: "Job", workload: "b", createdAt: t0})
+	f.hooks(hook{name: "a", kind: "Job", workload: "a2", createdAt: f.clock.Now()}, hook{name: "b", kind: "Job", workload: "b", createdAt: armed})
 	f.pass()
 	f.expectHook("a", v1alpha1.HookRunning, "")
 	f.expectHook("b", v1alpha1.HookSucceeded, "CompletionsReached")
@@ -300,4 +301,50 @@ func TestDeletionPollsHooksOnly(t *testing.T) {
 		t.Fatal("the loop kept writing the inventory after every hook finished")
 	}
 	f.expectEntry("a", v1alpha1.StateHealthy, "")
+}
+
+// TestHookReArmedWithinTheSecond: createdAt and finishedAt are stored to the second; a
+// hook re-armed in the same second as it finished is still polled again.
+func TestHookReArmedWithinTheSecond(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.release(nil, 0)
+	f.job("j1", cond("SuccessCriteriaMet", "CompletionsReached", ""), cond(batchv1.JobComplete, "CompletionsReached", "done"))
+	f.hooks(hook{name: "h", kind: "Job", workload: "j1", createdAt: t0.Add(-5 * time.Second)})
+	f.pass()
+	f.expectHook("h", v1alpha1.HookSucceeded, "CompletionsReached: done")
+	syncs := f.api.syncs.Load()
+	f.clock.Step(400 * time.Millisecond)
+	f.job("j2")
+	f.hooks(hook{name: "h", kind: "Job", workload: "j2", createdAt: f.clock.Now()})
+	f.pass()
+	f.expectHook("h", v1alpha1.HookRunning, "")
+	if f.api.syncs.Load() != syncs {
+		t.Fatal("a hook turning Running sent a sync request")
+	}
+}
+
+// TestHookFinishedInTheSecondItWasArmed: a hook that finishes in the second it was armed
+// is polled once more, with no second edge, and then left alone.
+func TestHookFinishedInTheSecondItWasArmed(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.release(nil, 0)
+	f.hooks(hook{name: "h", kind: "Pod", workload: "never-created", createdAt: t0})
+	f.pass()
+	f.expectHook("h", v1alpha1.HookFailed, "workload not found")
+	if n := f.api.syncs.Load(); n != 1 {
+		t.Fatalf("sync requests = %d, want 1", n)
+	}
+	f.clock.Step(2 * time.Second)
+	f.pass() // same second as createdAt: polled again, same result, finishedAt moves on
+	if n := f.api.syncs.Load(); n != 1 {
+		t.Fatalf("the same result polled again was a new edge (%d requests)", n)
+	}
+	rv := f.getInventory().ResourceVersion
+	f.pass()
+	f.pass()
+	if f.getInventory().ResourceVersion != rv || f.api.syncs.Load() != 1 {
+		t.Fatal("a finished hook kept being written or kept waking the controller")
+	}
 }

@@ -1,12 +1,18 @@
 package health
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 
 	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
@@ -265,7 +271,106 @@ func TestEntryGauges(t *testing.T) {
 	}
 	must(t, env.Client.Delete(f.ctx, f.getRelease()))
 	f.pass()
-	if n := testutil.CollectAndCount(releaseEntries.MustCurryWith(map[string]string{"namespace": f.ns})); n != 0 {
-		t.Fatalf("%d series left for a deleted Release", n)
+	for _, state := range []string{"Healthy", "Progressing", "Degraded", "Unknown"} {
+		if releaseEntries.DeleteLabelValues(f.ns, f.rel, state) {
+			t.Fatalf("the %s series of a deleted Release was left behind", state)
+		}
+	}
+}
+
+// TestDeletedClusterOfAnotherShard: the replica of a non-default shard reports the
+// Release of a Cluster deleted under it, instead of leaving a stale condition.
+func TestDeletedClusterOfAnotherShard(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	cl := &v1alpha1.Cluster{}
+	must(t, env.Client.Get(f.ctx, clientKey(f.ns, "target"), cl))
+	cl.Spec.Shard = "x"
+	must(t, env.Client.Update(f.ctx, cl))
+	f.h.Shards = newGate("x")
+	f.configMapRules("rules", readyRule)
+	f.release(localRules(0), 0)
+	f.configMap("a", "true")
+	f.inventory(cm("a", 0, ""))
+	f.pass()
+	f.expectCondition(metav1.ConditionTrue, v1alpha1.ReasonHealthy)
+	must(t, env.Client.Delete(f.ctx, cl))
+	f.pass()
+	c := f.expectCondition(metav1.ConditionUnknown, v1alpha1.ReasonUnknown)
+	if !strings.Contains(c.Message, "not found") {
+		t.Fatalf("message = %q", c.Message)
+	}
+}
+
+// TestUnservedResourceIsNamed: an entry whose resource the target does not serve says
+// so, instead of "object not found".
+func TestUnservedResourceIsNamed(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.configMapRules("rules", readyRule)
+	f.release(localRules(0), 0)
+	f.configMap("a", "true")
+	f.inventory(cm("a", 0, ""), cmEntry{version: "v1", kind: "ConfigMap", resource: "ConfigMaps", name: "b"})
+	f.pass()
+	f.expectEntry("a", v1alpha1.StateHealthy, "")
+	e := f.entry("b")
+	if e.State != v1alpha1.StateUnknown || !strings.Contains(e.Message, `does not serve ConfigMaps (version "v1", resource "ConfigMaps")`) {
+		t.Fatalf("entry = %s %q", e.State, e.Message)
+	}
+}
+
+// TestSteadyMultiLineMessageIsNotRewritten: a condition whose message had several lines
+// (a CEL compile error) is written once, not on every pass.
+func TestSteadyMultiLineMessageIsNotRewritten(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.configMapRules("broken", "object.data.ready ==")
+	f.release(localRules(0), 0)
+	f.configMap("a", "true")
+	f.inventory(cm("a", 0, ""))
+	f.pass()
+	f.expectCondition(metav1.ConditionUnknown, v1alpha1.ReasonUnknown)
+	rv := f.getRelease().ResourceVersion
+	f.pass()
+	f.pass()
+	if got := f.getRelease().ResourceVersion; got != rv {
+		t.Fatal("an unchanged condition was written again")
+	}
+}
+
+// TestUnavailableAPIServiceIsOneEntry: a 503 from one unavailable aggregated API makes
+// that entry Unknown; the other entries are still assessed.
+func TestUnavailableAPIServiceIsOneEntry(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.configMapRules("rules", readyRule)
+	f.release(localRules(0), 0)
+	f.configMap("a", "true")
+	group := f.ns + ".attack.example.com"
+	svc := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+		"metadata": map[string]any{"name": "v1." + group},
+		"spec": map[string]any{"group": group, "version": "v1", "groupPriorityMinimum": int64(1000), "versionPriority": int64(15),
+			"insecureSkipTLSVerify": true, "service": map[string]any{"namespace": f.ns, "name": "nobody-home", "port": int64(443)}},
+	}}
+	must(t, env.Client.Create(f.ctx, svc))
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), svc) })
+	gvr := schema.GroupVersionResource{Group: group, Version: "v1", Resource: "widgets"}
+	dyn := dynamic.NewForConfigOrDie(env.Config)
+	eventually(t, "the aggregated API to answer with a status", func() bool {
+		_, err := dyn.Resource(gvr).Namespace(f.ns).Get(f.ctx, "w", metav1.GetOptions{})
+		var status apierrors.APIStatus
+		return errors.As(err, &status) && !apierrors.IsNotFound(err)
+	})
+	f.inventory(cm("a", 0, ""), cmEntry{group: group, version: "v1", kind: "Widget", resource: "widgets", name: "w"})
+	f.pass()
+	f.expectEntry("a", v1alpha1.StateHealthy, "")
+	w := f.entry("w")
+	if w.State != v1alpha1.StateUnknown || !strings.HasPrefix(w.Message, "cannot read object: ") {
+		t.Fatalf("entry w = %s %q", w.State, w.Message)
+	}
+	c := f.expectCondition(metav1.ConditionUnknown, v1alpha1.ReasonUnknown)
+	if strings.HasPrefix(c.Message, "assessment failed") {
+		t.Fatalf("one unavailable API failed the whole assessment: %q", c.Message)
 	}
 }

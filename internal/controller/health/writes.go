@@ -175,7 +175,7 @@ func (a *assessment) healthStatus(rel *v1alpha1.Release) healthStatus {
 func (h *HealthController) writeHealth(ctx context.Context, rel *v1alpha1.Release, hs healthStatus) error {
 	recordSummary(rel.Namespace, rel.Name, hs.summary)
 	prev := meta.FindStatusCondition(rel.Status.Conditions, v1alpha1.ConditionHealthy)
-	if prev != nil && prev.Status == hs.status && prev.Reason == hs.reason && prev.Message == hs.message &&
+	if prev != nil && prev.Status == hs.status && prev.Reason == hs.reason && prev.Message == truncateCondition(hs.message) &&
 		prev.ObservedGeneration == rel.Generation && equality.Semantic.DeepEqual(rel.Status.HealthSummary, hs.summary) {
 		return nil
 	}
