@@ -148,13 +148,13 @@ func (e *Evaluator) addSet(env *cel.Env, kind, namespace, name string, rules []e
 			return &CompileError{Kind: kind, Namespace: namespace, Name: name, RuleIndex: i,
 				Field: field, Expression: expr, Err: err}
 		}
-		rule, err := compile(env, spec.RuleExpression, cel.BoolType)
+		rule, err := compile(env, spec.RuleExpression)
 		if err != nil {
 			return fail(FieldRuleExpression, spec.RuleExpression, err)
 		}
 		cr := &compiledRule{ruleSet: id, index: i, rule: rule, generalMsg: generalMessage(kind, name, i)}
 		if spec.MessageExpression != "" {
-			if cr.message, err = compile(env, spec.MessageExpression, cel.StringType); err != nil {
+			if cr.message, err = compile(env, spec.MessageExpression); err != nil {
 				return fail(FieldMessageExpression, spec.MessageExpression, err)
 			}
 		}
@@ -171,15 +171,14 @@ func (e *Evaluator) addSet(env *cel.Env, kind, namespace, name string, rules []e
 	return nil
 }
 
-// compile parses and type-checks expr and plans it with the cost limit. The static
-// type of the result must be want or dyn (object is dyn, so most expressions are).
-func compile(env *cel.Env, expr string, want *cel.Type) (cel.Program, error) {
+// compile parses and type-checks expr and plans it with the cost limit. The type of the
+// result is not checked here: CONTRACT §2 makes a ruleExpression that returns a non-bool
+// an evaluation error and a non-string messageExpression the general message, so Evaluate
+// checks the values it gets instead.
+func compile(env *cel.Env, expr string) (cel.Program, error) {
 	ast, iss := env.Compile(expr)
 	if iss.Err() != nil {
 		return nil, iss.Err()
-	}
-	if out := ast.OutputType(); !out.IsExactType(want) && !out.IsExactType(cel.DynType) {
-		return nil, fmt.Errorf("must evaluate to %s, but its type is %s", want, out)
 	}
 	prg, err := env.Program(ast, programOptions()...)
 	if err != nil {

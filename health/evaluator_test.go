@@ -243,18 +243,6 @@ func TestCompileErrors(t *testing.T) {
 			Field: "ruleExpression", Expression: "self.ready"},
 		contains: []string{`HealthRuleSet/demo/l rule 0: ruleExpression "self.ready": `, "undeclared reference to 'self'"},
 	}, {
-		name:   "ruleExpression of type string",
-		global: []extv1alpha1.GlobalHealthRuleSet{globalSet("g", nil, configMapRule("'yes'", ""))},
-		want: health.CompileError{Kind: "GlobalHealthRuleSet", Name: "g", RuleIndex: 0,
-			Field: "ruleExpression", Expression: "'yes'"},
-		contains: []string{"must evaluate to bool, but its type is string"},
-	}, {
-		name:   "messageExpression of type int",
-		global: []extv1alpha1.GlobalHealthRuleSet{globalSet("g", nil, configMapRule("true", "1 + 1"))},
-		want: health.CompileError{Kind: "GlobalHealthRuleSet", Name: "g", RuleIndex: 0,
-			Field: "messageExpression", Expression: "1 + 1"},
-		contains: []string{`messageExpression "1 + 1"`, "must evaluate to string, but its type is int"},
-	}, {
 		name:   "syntax error in messageExpression",
 		global: []extv1alpha1.GlobalHealthRuleSet{globalSet("g", nil, configMapRule("true", "'a' +"))},
 		want: health.CompileError{Kind: "GlobalHealthRuleSet", Name: "g", RuleIndex: 0,
@@ -370,5 +358,32 @@ func BenchmarkEvaluate(b *testing.B) {
 				ev.Evaluate("apps/v1", "deployments", obj)
 			}
 		})
+	}
+}
+
+// TestStaticallyWrongTypesAreEvaluationOutcomes: CONTRACT §2 makes a non-bool rule an
+// evaluation error (Unknown for that object) and a non-string message the general
+// message, so neither fails the compilation of the whole Release's rules.
+func TestStaticallyWrongTypesAreEvaluationOutcomes(t *testing.T) {
+	t.Parallel()
+	ev, err := health.NewEvaluator([]extv1alpha1.GlobalHealthRuleSet{
+		globalSet("a", nil, configMapRule("'yes'", "")),
+	}, nil)
+	if err != nil {
+		t.Fatalf("a string-typed ruleExpression failed compilation: %v", err)
+	}
+	res := ev.Evaluate("v1", "configmaps", map[string]any{})
+	if res.Outcome != health.Error || res.Message != "evaluation error: ruleExpression returned string, not bool" {
+		t.Fatalf("result = %+v", res)
+	}
+	ev, err = health.NewEvaluator([]extv1alpha1.GlobalHealthRuleSet{
+		globalSet("b", nil, configMapRule("false", "1 + 1")),
+	}, nil)
+	if err != nil {
+		t.Fatalf("an int-typed messageExpression failed compilation: %v", err)
+	}
+	res = ev.Evaluate("v1", "configmaps", map[string]any{})
+	if res.Outcome != health.Fail || res.Message != "health rule 0 of GlobalHealthRuleSet/b not satisfied" {
+		t.Fatalf("result = %+v", res)
 	}
 }

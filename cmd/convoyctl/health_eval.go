@@ -5,12 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
@@ -138,9 +137,7 @@ func (o *evalOptions) run(env *cliEnv) error {
 // evaluate assesses one object as the health loop's assessItem does: the rules match the
 // object's apiVersion and the plural lowercase resource of its kind.
 func evaluate(ev *health.Evaluator, obj *unstructured.Unstructured, anchor *time.Time, deadline *time.Duration, now time.Time) evalLine {
-	gvk := schema.FromAPIVersionAndKind(obj.GetAPIVersion(), obj.GetKind())
-	resource, _ := meta.UnsafeGuessKindToResource(gvk)
-	r := ev.Evaluate(obj.GetAPIVersion(), resource.Resource, obj.Object)
+	r := ev.Evaluate(obj.GetAPIVersion(), resourceOf(obj.GetKind()), obj.Object)
 	state, _ := health.DeriveState(r, anchor, deadline, now)
 	return evalLine{
 		APIVersion: obj.GetAPIVersion(),
@@ -178,4 +175,24 @@ func readObjects(path string) ([]unstructured.Unstructured, error) {
 		return nil, fmt.Errorf("reading objects %s: %w", path, err)
 	}
 	return objs, nil
+}
+
+// resourceOf guesses the plural lowercase resource of kind, as the API server names the
+// resources of built-in kinds and of CRDs that follow the convention: "Ingress" ->
+// "ingresses", "NetworkPolicy" -> "networkpolicies", "Gateway" -> "gateways" (a vowel
+// before the y keeps it), "Endpoints" -> "endpoints".
+func resourceOf(kind string) string {
+	k := strings.ToLower(kind)
+	switch {
+	case k == "":
+		return ""
+	case k == "endpoints":
+		return k
+	case strings.HasSuffix(k, "s"), strings.HasSuffix(k, "x"), strings.HasSuffix(k, "z"),
+		strings.HasSuffix(k, "ch"), strings.HasSuffix(k, "sh"):
+		return k + "es"
+	case strings.HasSuffix(k, "y") && len(k) > 1 && !strings.ContainsRune("aeiou", rune(k[len(k)-2])):
+		return k[:len(k)-1] + "ies"
+	}
+	return k + "s"
 }

@@ -188,3 +188,16 @@ func TestHelp(t *testing.T) {
 		t.Errorf("exit %d, help:\n%s", code, stdout)
 	}
 }
+
+func TestResourceOf(t *testing.T) {
+	t.Parallel()
+	for kind, want := range map[string]string{
+		"Deployment": "deployments", "Ingress": "ingresses", "NetworkPolicy": "networkpolicies",
+		"Gateway": "gateways", "StorageClass": "storageclasses", "Endpoints": "endpoints",
+		"HelmRelease": "helmreleases", "Proxy": "proxies", "Key": "keys", "Mesh": "meshes",
+	} {
+		if got := resourceOf(kind); got != want {
+			t.Errorf("resourceOf(%q) = %q, want %q", kind, got, want)
+		}
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -79,6 +80,7 @@ func DecodeObjects(r io.Reader) ([]unstructured.Unstructured, error) {
 			return nil, fmt.Errorf("document %d: %w", i+1, shorten(err))
 		}
 		if !isList(u.GetKind()) || !u.IsList() {
+			u.Object = wholeNumbersAsInt(u.Object).(map[string]any)
 			if err := checkObject(&u); err != nil {
 				return nil, fmt.Errorf("document %d: %w", i+1, err)
 			}
@@ -90,6 +92,7 @@ func DecodeObjects(r io.Reader) ([]unstructured.Unstructured, error) {
 			return nil, fmt.Errorf("document %d: %w", i+1, shorten(err))
 		}
 		for j := range list.Items {
+			list.Items[j].Object = wholeNumbersAsInt(list.Items[j].Object).(map[string]any)
 			if err := checkObject(&list.Items[j]); err != nil {
 				return nil, fmt.Errorf("document %d: item %d: %w", i+1, j, err)
 			}
@@ -97,6 +100,27 @@ func DecodeObjects(r io.Reader) ([]unstructured.Unstructured, error) {
 		objs = append(objs, list.Items...)
 	}
 	return objs, nil
+}
+
+// wholeNumbersAsInt turns every float64 that holds a whole number in the int64 range
+// into an int64, as the API server does when it stores an object: JSON `3.0` or `1e3`
+// reads back as 3 and 1000 from a live object, while 2.5 stays a double.
+func wholeNumbersAsInt(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		for k, e := range t {
+			t[k] = wholeNumbersAsInt(e)
+		}
+	case []any:
+		for i, e := range t {
+			t[i] = wholeNumbersAsInt(e)
+		}
+	case float64:
+		if t == math.Trunc(t) && t >= math.MinInt64 && t < math.MaxInt64 {
+			return int64(t)
+		}
+	}
+	return v
 }
 
 // checkObject requires what matching a rule needs: apiVersion and kind.

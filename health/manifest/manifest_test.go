@@ -158,3 +158,17 @@ func TestDecodeRuleSets(t *testing.T) {
 		})
 	}
 }
+
+// TestJSONWholeNumbersAreInts: JSON 3.0 and 1e3 read back from a live object as the
+// integers 3 and 1000; 2.5 stays a double.
+func TestJSONWholeNumbersAreInts(t *testing.T) {
+	t.Parallel()
+	objs, err := manifest.DecodeObjects(strings.NewReader(`{"apiVersion":"v1","kind":"ConfigMap","spec":{"a":3.0,"b":1e3,"c":2.5,"d":[4.0]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := objs[0].Object["spec"].(map[string]any)
+	if spec["a"] != int64(3) || spec["b"] != int64(1000) || spec["c"] != 2.5 || spec["d"].([]any)[0] != int64(4) {
+		t.Fatalf("spec = %#v", spec)
+	}
+}
