@@ -6,7 +6,7 @@ SHELL := /usr/bin/env bash
 # kube-scheduler, kwok), built from the Go module proxy and cached per version.
 CONTROLPLANE = hack/controlplane.sh path
 
-.PHONY: all build test generate vet demo controlplane
+.PHONY: all build test e2e generate vet demo controlplane
 
 all: build
 
@@ -29,6 +29,12 @@ controlplane:
 test:
 	assets="$$($(CONTROLPLANE))"; KUBEBUILDER_ASSETS="$$assets" go test -race -count=1 ./...
 
-## demo: the main job on a local control plane; ARGS are passed to the demo driver.
+## e2e: only the end-to-end tests (test/e2e: the demo scenario, run with --once); make test runs them too.
+e2e:
+	assets="$$($(CONTROLPLANE))"; KUBEBUILDER_ASSETS="$$assets" go test -race -count=1 -v ./test/e2e/...
+
+## demo: the demo scenario on a local simulated cluster (see README "Demo"); ARGS are passed
+## to it, e.g. ARGS=--once to run it without waiting for Ctrl-C (exit status 0 = every
+## expected state reached).
 demo:
 	assets="$$($(CONTROLPLANE))"; KUBEBUILDER_ASSETS="$$assets" go run ./hack/demo $(ARGS)

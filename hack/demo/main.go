@@ -1,46 +1,88 @@
-// Command demo is the demo driver behind `make demo`: it starts a local control plane
-// (etcd and kube-apiserver from hack/controlplane.sh), installs the CRDs and the default
-// health rules (health/convoy-defaults.yaml), writes an admin kubeconfig and waits for
-// Ctrl-C. With --once it exits as soon as the control plane is ready.
+// Command demo is `make demo`: it shows convoy-observer's health loop at work on a
+// local simulated cluster.
+//
+// It starts etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok (with
+// two fake nodes) from the binaries of hack/controlplane.sh, installs the CRDs and the
+// default rule set health/convoy-defaults.yaml, builds and runs convoy-api and
+// convoy-observer as separate processes, and then plays convoy's controller-manager for
+// one Release (the driver, driver.go: a demo stand-in, not a product component). The
+// good render r1 rolls out in two waves with a hook Job between them until everything
+// is Healthy; the bad render r2 gives the Deployment Pods that no node can take, and
+// the Deployment goes Progressing, then Degraded when the health deadline passes. A
+// table of the Release's entries, hooks and Healthy condition (from convoy-api's
+// /health endpoint) is printed whenever it changes.
+//
+//	demo [--once] [--timeout 4m] [--keep] [--race]
+//
+// Without --once it then keeps everything up until Ctrl-C and prints how to reach it.
+// With --once it exits 0 when every expected state was reached and 1 with the reason
+// otherwise. Every process it starts is stopped on exit, on Ctrl-C and on failure.
 //
 // It is a development tool, not a product component.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"syscall"
+	"time"
 
+	"golang.org/x/sync/errgroup"
+
+	"github.com/kumodo/convoy-observer/internal/localcluster"
+	"github.com/kumodo/convoy-observer/internal/subresources"
 	"github.com/kumodo/convoy-observer/internal/testenv"
 )
 
+// options are the command-line flags.
+type options struct {
+	once    bool
+	timeout time.Duration
+	keep    bool
+	race    bool
+}
+
 func main() {
-	once := flag.Bool("once", false, "exit as soon as the control plane is ready")
+	var o options
+	flag.BoolVar(&o.once, "once", false, "run the scenario without waiting for Ctrl-C: exit 0 when every expected state was reached, 1 with the reason otherwise")
+	flag.DurationVar(&o.timeout, "timeout", 4*time.Minute, "give up when the scenario (cluster start and builds included) has not finished after this long")
+	flag.BoolVar(&o.keep, "keep", false, "keep the state directory (kubeconfig, logs, etcd data) on exit")
+	flag.BoolVar(&o.race, "race", false, "build convoy-api and convoy-observer with the race detector and fail when it reports a race (the e2e test's mode)")
 	flag.Parse()
-	if err := run(*once); err != nil {
-		fmt.Fprintf(os.Stderr, "demo: %v\n", err)
+	if flag.NArg() > 0 || o.timeout <= 0 {
+		fmt.Fprintf(os.Stderr, "usage: demo [--once] [--timeout D] [--keep] [--race]\n")
+		os.Exit(2)
+	}
+	// The handler stays installed until the cleanup is over: a second Ctrl-C must not
+	// kill the demo before it stopped the processes it started. SIGHUP (the terminal
+	// closed) cleans up too.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	err := run(ctx, o, os.Stdout)
+	stop()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "demo: FAILED: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run(once bool) error {
-	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer cancel()
-	fmt.Println("demo: starting a local control plane (etcd + kube-apiserver) ...")
-	env, err := testenv.Start()
+// run runs the demo. ctx ends with Ctrl-C; every process started lives until run
+// returns.
+func run(ctx context.Context, o options, out io.Writer) (err error) {
+	start := time.Now()
+	logf := func(format string, args ...any) { fmt.Fprintf(out, "demo: "+format+"\n", args...) }
+
+	root, err := testenv.RepoRoot()
 	if err != nil {
 		return err
 	}
-	defer env.Stop()
-	rules := filepath.Join(env.RepoRoot, "health", "convoy-defaults.yaml")
-	if err := testenv.ApplyFile(ctx, env.Client, rules, "convoy-demo"); err != nil {
-		return err
-	}
-	kubeconfig, err := env.AdminKubeconfig()
+	assets, err := localcluster.FindAssets(root)
 	if err != nil {
 		return err
 	}
@@ -48,17 +90,139 @@ func run(once bool) error {
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	path := filepath.Join(dir, "kubeconfig")
-	if err := os.WriteFile(path, kubeconfig, 0o600); err != nil {
+	defer func() {
+		if o.keep {
+			logf("state directory kept: %s", dir)
+		} else if rmErr := os.RemoveAll(dir); rmErr != nil {
+			logf("cannot remove the state directory: %v", rmErr)
+		}
+	}()
+	// The scenario's deadline; the processes live on ctx, so that after a failure
+	// without --once they stay up for inspection.
+	sctx, cancel := context.WithTimeoutCause(ctx, o.timeout, errTimeout)
+	defer cancel()
+
+	logf("state directory %s; control-plane binaries from %s", dir, assets)
+	logf("starting the local cluster (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok) and building convoy-api and convoy-observer ...")
+	binDir, logDir := filepath.Join(dir, "bin"), filepath.Join(dir, "logs")
+	var cluster *localcluster.Cluster
+	g, gctx := errgroup.WithContext(sctx)
+	g.Go(func() error { return buildComponents(gctx, root, binDir, o.race) })
+	g.Go(func() error {
+		var err error
+		cluster, err = localcluster.Start(ctx, localcluster.Options{
+			AssetsDir: assets, Dir: dir, Scheme: testenv.NewScheme(),
+			CRDDirs: []string{filepath.Join(root, "config", "crd", "bases")},
+			Logf:    func(format string, args ...any) { logf("cluster: "+format, args...) },
+		})
 		return err
+	})
+	err = g.Wait()
+	defer cluster.Stop()
+	if err != nil {
+		return explain(sctx, "starting", err)
 	}
-	fmt.Printf("demo: control plane ready at %s; CRDs and the convoy-defaults rule set installed.\n", env.Config.Host)
-	fmt.Printf("demo: kubeconfig: %s\n", path)
-	if once {
-		return nil
+	rules := filepath.Join(root, "health", "convoy-defaults.yaml")
+	if err := testenv.ApplyFile(sctx, cluster.Client, rules, userManager); err != nil {
+		return explain(sctx, "installing the default rules", err)
 	}
-	fmt.Println("demo: press Ctrl-C to stop.")
+	logf("CRDs and the GlobalHealthRuleSet convoy-defaults installed; convoy-api and convoy-observer built")
+
+	comps, err := startComponents(ctx, binDir, cluster.KubeconfigPath, logDir)
+	defer comps.Stop()
+	if err != nil {
+		return explain(sctx, "starting convoy-api and convoy-observer", err)
+	}
+	logf("convoy-api serving at %s; convoy-observer running with --sync-url=%s (%s since start)", comps.APIURL, comps.APIURL, since(start))
+
+	rel, err := setupRelease(sctx, cluster.Client)
+	if err != nil {
+		return explain(sctx, "creating the Release", err)
+	}
+	logf("Release %s/%s created: Cluster %q (the local cluster), default rules, deadline %s, interval %s",
+		rel.Namespace, rel.Name, clusterName, healthDeadline, syncInterval)
+
+	disp := newDisplay(out, !o.once && isTerminal(os.Stdout))
+	s := &scenario{
+		d:    newDriver(cluster.Client, rel),
+		disp: disp,
+		m: &monitor{
+			c: cluster.Client, namespace: rel.Namespace, name: rel.Name,
+			api: &subresources.Client{BaseURL: comps.APIURL, HTTP: &http.Client{Timeout: 10 * time.Second}},
+		},
+		checks: []func() error{cluster.Check, comps.Check},
+	}
+	s.m.onSync = func(n int, at string) {
+		disp.Event("sync request #%d from the observer (%s=%s)", n, "convoy.kumodo.io/sync-requested-at", at)
+	}
+	runErr := s.run(sctx)
+	var stopped *stopError
+	if runErr != nil && !errors.As(runErr, &stopped) && sctx.Err() != nil {
+		runErr = explain(sctx, "the scenario", runErr) // an action cut short
+	}
+	if o.race && runErr == nil {
+		runErr = comps.Races()
+	}
+	if runErr == nil {
+		report(logf, s, start)
+	} else {
+		fmt.Fprintf(out, "\ndemo: the scenario failed after %s; last state: %s\n", since(start), summaryLine(s.last))
+		for _, p := range []*localcluster.Process{comps.Observer, comps.API} {
+			fmt.Fprintf(out, "demo: the end of %s:\n%s\n", p.LogPath, p.LogTail(20))
+		}
+	}
+	if o.once || ctx.Err() != nil { // --once, or interrupted: stop now
+		return runErr
+	}
+	if runErr != nil {
+		fmt.Fprintf(out, "demo: FAILED: %v\n", runErr)
+	}
+	printAccess(out, cluster, comps, dir, o.keep)
 	<-ctx.Done()
-	return nil
+	fmt.Fprintln(out, "\ndemo: stopping ...")
+	return runErr
 }
+
+// report prints how the scenario went.
+func report(logf func(string, ...any), s *scenario, start time.Time) {
+	logf("PASS in %s: everything Healthy after r1 (hook Succeeded), then the bad Deployment Progressing and Degraded at r2", since(start))
+	for _, r := range s.results {
+		logf("  %-16s %6s  %d sync request(s)", r.Name, r.Duration.Round(100*time.Millisecond), r.Syncs)
+	}
+	logf("final state: %s", summaryLine(s.last))
+}
+
+// printAccess tells how to reach the running demo.
+func printAccess(out io.Writer, c *localcluster.Cluster, comps *components, dir string, keep bool) {
+	fmt.Fprintf(out, `
+demo: everything stays up until Ctrl-C.
+  kubeconfig:     %s
+  convoy-api:     %s
+  release status: go run ./cmd/convoyctl release status %s -n %s --api-url %s
+  kubectl:        kubectl --kubeconfig %s get releases,releaseinventories,pods -n %s
+  logs:           %s
+`, c.KubeconfigPath, comps.APIURL, releaseName, demoNamespace, comps.APIURL, c.KubeconfigPath, demoNamespace, filepath.Join(dir, "logs"))
+	if !keep {
+		fmt.Fprintf(out, "  (the state directory %s is removed on exit; --keep keeps it)\n", dir)
+	}
+}
+
+// explain wraps err from step, naming the timeout or the interrupt when one ended it.
+func explain(ctx context.Context, step string, err error) error {
+	switch {
+	case errors.Is(context.Cause(ctx), errTimeout):
+		return fmt.Errorf("%s: timed out: %w", step, err)
+	case ctx.Err() != nil:
+		return fmt.Errorf("%s: interrupted: %w", step, err)
+	}
+	return fmt.Errorf("%s: %w", step, err)
+}
+
+// isTerminal reports whether f is a terminal (character device).
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// since formats the time since t.
+func since(t time.Time) time.Duration { return time.Since(t).Round(100 * time.Millisecond) }

@@ -148,7 +148,7 @@ func TestHealthFromInventory(t *testing.T) {
 		{"name": "post", "workloadKind": "Pod", "namespace": "demo", "workloadName": "post-1", "createdAt": "2026-01-02T03:00:00Z",
 			"timeout": "", "state": "Running", "message": "waiting", "finishedAt": nil},
 		{"name": "pre", "workloadKind": "Job", "namespace": "demo", "workloadName": "pre-1", "createdAt": "2026-01-02T03:00:00Z",
-			"timeout": "5m0s", "state": "Succeeded", "message": "", "finishedAt": "2026-01-02T03:01:00Z"},
+			"timeout": "5m", "state": "Succeeded", "message": "", "finishedAt": "2026-01-02T03:01:00Z"},
 	}
 	if !reflect.DeepEqual(h.Hooks, wantHooks) {
 		t.Errorf("hooks = %v, want %v", h.Hooks, wantHooks)

@@ -1,0 +1,374 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
+)
+
+// The demo's Release and its settings.
+const (
+	releaseName    = "demo"
+	clusterName    = "local"
+	healthDeadline = 20 * time.Second
+	syncInterval   = 5 * time.Second
+	// userManager applies what a user would: the namespace, the Cluster, the Release.
+	userManager = "convoy-demo"
+	// pollInterval is the period of the snapshots.
+	pollInterval = 500 * time.Millisecond
+)
+
+// errTimeout is the cause of the scenario's context when --timeout passes.
+var errTimeout = errors.New("the demo's --timeout passed")
+
+// condFunc tells what a step still waits for (nothing: the step's state is reached),
+// or returns an error when the step cannot succeed any more.
+type condFunc func(*snapshot) (missing []string, err error)
+
+// stepResult is how a step of the scenario went.
+type stepResult struct {
+	Name     string
+	Duration time.Duration
+	// Syncs counts the sync requests seen during the step.
+	Syncs int
+}
+
+// scenario is the demo: a good render r1 rolled out in two waves with a hook between
+// them until everything is Healthy, then a bad render r2 whose Deployment goes
+// Progressing and then Degraded.
+type scenario struct {
+	d    *driver
+	m    *monitor
+	disp *display
+	// checks fail the scenario when a process of the demo stopped.
+	checks []func() error
+
+	results         []stepResult
+	progressingSeen bool
+	last            *snapshot
+}
+
+// setupRelease creates the demo namespace, the Cluster "local" (no kubeconfigSecretRef:
+// the cluster the observer runs in) and the Release, and returns the Release.
+func setupRelease(ctx context.Context, c client.Client) (*v1alpha1.Release, error) {
+	ns := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": demoNamespace},
+	}}
+	cluster := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": v1alpha1.GroupVersion.String(), "kind": "Cluster",
+		"metadata": map[string]any{"name": clusterName, "namespace": demoNamespace},
+		"spec":     map[string]any{},
+	}}
+	release := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": v1alpha1.GroupVersion.String(), "kind": "Release",
+		"metadata": map[string]any{"name": releaseName, "namespace": demoNamespace},
+		"spec": map[string]any{
+			"clusterRef": map[string]any{"name": clusterName},
+			"healthAssessment": map[string]any{
+				"globalRuleSetSelector": map[string]any{"matchLabels": map[string]any{"convoy.kumodo.io/default": "true"}},
+				"deadline":              healthDeadline.String(),
+			},
+			"syncPolicy": map[string]any{"interval": syncInterval.String()},
+		},
+	}}
+	for _, u := range []*unstructured.Unstructured{ns, cluster, release} {
+		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(userManager), client.ForceOwnership); err != nil {
+			return nil, fmt.Errorf("applying %s %s: %w", u.GetKind(), u.GetName(), err)
+		}
+	}
+	rel := &v1alpha1.Release{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: demoNamespace, Name: releaseName}, rel); err != nil {
+		return nil, err
+	}
+	return rel, nil
+}
+
+// run plays the scenario; it returns when the bad Deployment is Degraded, or with the
+// reason why it could not get there.
+func (s *scenario) run(ctx context.Context) error {
+	good, bad := goodRender("r1"), badRender("r2")
+
+	if err := s.rollout(ctx, good); err != nil {
+		return err
+	}
+	for w := int32(0); w <= good.lastWave(); w++ {
+		final := w == good.lastWave()
+		if err := s.wave(ctx, good, w, true, s.waveHealthy(good, w, final)); err != nil {
+			return err
+		}
+		for _, h := range good.Hooks {
+			if h.AfterWave != w {
+				continue
+			}
+			since, err := s.mark(ctx)
+			if err != nil {
+				return err
+			}
+			if err := s.d.runHook(ctx, h); err != nil {
+				return err
+			}
+			s.disp.Event("hook %s: applied Job %s and recorded the hook (timeout %s); waiting for it to succeed and for a sync request",
+				h.Name, objectName(*h.Job.Namespace, *h.Job.Name), h.Timeout)
+			if err := s.waitFor(ctx, "hook "+h.Name, since, true, s.hookSucceeded(h.Name)); err != nil {
+				return err
+			}
+		}
+	}
+	s.disp.Event("%s: every object Healthy and the hook Succeeded: Release Healthy", good.Ref)
+
+	if err := s.rollout(ctx, bad); err != nil {
+		return err
+	}
+	if err := s.wave(ctx, bad, 0, true, s.waveHealthy(bad, 0, false)); err != nil {
+		return err
+	}
+	if err := s.wave(ctx, bad, 1, false, s.deploymentDegraded(bad)); err != nil {
+		return err
+	}
+	if !s.progressingSeen {
+		return fmt.Errorf("Deployment %s/%s turned Degraded at %s without being seen Progressing first", demoNamespace, deployName, bad.Ref)
+	}
+	s.disp.Event("%s: Deployment %s/%s Degraded after the deadline of %s: the Release is not Healthy", bad.Ref, demoNamespace, deployName, healthDeadline)
+	return nil
+}
+
+// rollout starts the rollout of r.
+func (s *scenario) rollout(ctx context.Context, r *render) error {
+	if err := s.d.startRollout(ctx, r); err != nil {
+		return err
+	}
+	s.disp.Event("%s: rollout started (status.lastAttempted.renderRef=%s, status.rollout.startedAt=now)", r.Ref, r.Ref)
+	return nil
+}
+
+// wave applies wave w of r and waits until cond holds and, with needSync, for the
+// observer's sync request, which is what advances the controller-manager.
+func (s *scenario) wave(ctx context.Context, r *render, w int32, needSync bool, cond condFunc) error {
+	since, err := s.mark(ctx)
+	if err != nil {
+		return err
+	}
+	objs, err := s.d.applyWave(ctx, r, w)
+	if err != nil {
+		return err
+	}
+	names := make([]string, 0, len(objs))
+	for _, o := range objs {
+		names = append(names, o.Kind+" "+objectName(o.Namespace, o.Name))
+	}
+	what := "waiting for them to be Healthy and for a sync request"
+	if !needSync {
+		what = fmt.Sprintf("waiting for Deployment %s/%s to go Progressing, then Degraded after %s", demoNamespace, deployName, healthDeadline)
+	}
+	s.disp.Event("%s wave %d: applied %s; recorded them in ReleaseInventory %s/%s; %s",
+		r.Ref, w, strings.Join(names, ", "), s.d.namespace, s.d.name, what)
+	return s.waitFor(ctx, fmt.Sprintf("%s wave %d", r.Ref, w), since, needSync, cond)
+}
+
+// mark takes a snapshot so that the sync requests seen so far are counted before the
+// next action, and returns their count.
+func (s *scenario) mark(ctx context.Context) (int, error) {
+	snap, err := s.m.take(ctx)
+	if err != nil {
+		return 0, err
+	}
+	s.disp.Snapshot(snap)
+	s.last = snap
+	return snap.Syncs, nil
+}
+
+// waitFor polls until cond holds and, with needSync, a sync request arrived after
+// syncsBefore that found it holding: the driver advances only on a sync, like convoy's
+// controller-manager woken by the observer.
+func (s *scenario) waitFor(ctx context.Context, step string, syncsBefore int, needSync bool, cond condFunc) error {
+	start := time.Now()
+	consumed := syncsBefore
+	var missing []string
+	var lastErr error
+	tick := time.NewTicker(pollInterval)
+	defer tick.Stop()
+	for {
+		for _, check := range s.checks {
+			if err := check(); err != nil {
+				return fmt.Errorf("step %q: %w", step, err)
+			}
+		}
+		snap, err := s.m.take(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			lastErr = err
+		case err == nil:
+			lastErr = nil
+			s.last = snap
+			s.disp.Snapshot(snap)
+			var fatal error
+			if missing, fatal = cond(snap); fatal != nil {
+				return fmt.Errorf("step %q: %w", step, fatal)
+			}
+			newSync := snap.Syncs > consumed
+			consumed = snap.Syncs
+			if len(missing) == 0 {
+				if !needSync || newSync {
+					s.results = append(s.results, stepResult{Name: step, Duration: time.Since(start), Syncs: snap.Syncs - syncsBefore})
+					return nil
+				}
+				missing = []string{"a sync request from the observer (the state is reached; none arrived since)"}
+			} else if needSync && snap.Syncs == syncsBefore {
+				missing = append(missing, "a sync request from the observer (none since the step began)")
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return s.stopped(ctx, step, start, missing, lastErr)
+		case <-tick.C:
+		}
+	}
+}
+
+// stopError is the error of a step that the timeout or an interrupt ended.
+type stopError struct{ msg string }
+
+func (e *stopError) Error() string { return e.msg }
+
+// stopped explains why a step ended without reaching its state.
+func (s *scenario) stopped(ctx context.Context, step string, start time.Time, missing []string, lastErr error) error {
+	var b strings.Builder
+	if errors.Is(context.Cause(ctx), errTimeout) {
+		fmt.Fprintf(&b, "timed out in step %q after %s in the step", step, time.Since(start).Round(time.Second))
+	} else {
+		fmt.Fprintf(&b, "interrupted in step %q", step)
+	}
+	if len(missing) > 0 {
+		b.WriteString("; still missing:")
+		for _, m := range missing {
+			b.WriteString("\n  - " + m)
+		}
+	}
+	if lastErr != nil {
+		fmt.Fprintf(&b, "\n  last error: %v", lastErr)
+	}
+	return &stopError{msg: b.String()}
+}
+
+// waveHealthy holds when every object of wave w is Healthy as assessed at r.Ref; with
+// final, also when every entry is Healthy, every hook Succeeded and the Healthy
+// condition is True with reason Healthy.
+func (s *scenario) waveHealthy(r *render, w int32, final bool) condFunc {
+	return func(snap *snapshot) ([]string, error) {
+		var missing []string
+		for _, o := range r.wave(w) {
+			if m := entryMissing(snap, o, r.Ref, v1alpha1.StateHealthy); m != "" {
+				missing = append(missing, m)
+			}
+		}
+		if !final {
+			return missing, nil
+		}
+		for _, h := range snap.Health.Hooks {
+			if h.State != v1alpha1.HookSucceeded {
+				missing = append(missing, fmt.Sprintf("hook %s Succeeded (it is %s)", h.Name, stateOr(string(h.State), "not polled")))
+			}
+		}
+		if m := conditionMissing(snap, metav1.ConditionTrue, v1alpha1.ReasonHealthy); m != "" {
+			missing = append(missing, m)
+		}
+		return missing, nil
+	}
+}
+
+// hookSucceeded holds when the hook name Succeeded; a Failed hook ends the scenario.
+func (s *scenario) hookSucceeded(name string) condFunc {
+	return func(snap *snapshot) ([]string, error) {
+		h := snap.hook(name)
+		switch {
+		case h == nil:
+			return []string{"hook " + name + " in the /health answer"}, nil
+		case h.State == v1alpha1.HookFailed:
+			return nil, fmt.Errorf("hook %s Failed: %s", name, h.Message)
+		case h.State != v1alpha1.HookSucceeded:
+			return []string{fmt.Sprintf("hook %s Succeeded (it is %s)", name, stateOr(string(h.State), "not polled yet"))}, nil
+		}
+		return nil, nil
+	}
+}
+
+// deploymentDegraded holds when the Deployment of r is Degraded at r.Ref and the Healthy
+// condition is False with reason Degraded. It notes whether the Deployment was seen
+// Progressing at r.Ref first.
+func (s *scenario) deploymentDegraded(r *render) condFunc {
+	var web object
+	for _, o := range r.Objects {
+		if o.Kind == "Deployment" {
+			web = o
+		}
+	}
+	return func(snap *snapshot) ([]string, error) {
+		e := snap.entry(web.Kind, web.Namespace, web.Name)
+		if e != nil && e.AssessedRenderRef == r.Ref {
+			switch e.State {
+			case v1alpha1.StateProgressing:
+				s.progressingSeen = true
+			case v1alpha1.StateHealthy:
+				return nil, fmt.Errorf("Deployment %s is Healthy at %s, whose Pods no node can take", objectName(web.Namespace, web.Name), r.Ref)
+			}
+		}
+		var missing []string
+		if m := entryMissing(snap, web, r.Ref, v1alpha1.StateDegraded); m != "" {
+			missing = append(missing, m)
+		}
+		if m := conditionMissing(snap, metav1.ConditionFalse, v1alpha1.ReasonDegraded); m != "" {
+			missing = append(missing, m)
+		}
+		return missing, nil
+	}
+}
+
+// entryMissing says how the entry of o falls short of state at render ref, or "".
+func entryMissing(snap *snapshot, o object, ref string, state v1alpha1.HealthState) string {
+	name := o.Kind + " " + objectName(o.Namespace, o.Name)
+	e := snap.entry(o.Kind, o.Namespace, o.Name)
+	switch {
+	case e == nil:
+		return name + " recorded in the inventory"
+	case e.RenderRef != ref || e.AssessedRenderRef != ref:
+		return fmt.Sprintf("%s %s at %s (recorded at %s, assessed at %s)", name, state, ref, stateOr(e.RenderRef, "-"), stateOr(e.AssessedRenderRef, "-"))
+	case e.State != state:
+		msg := ""
+		if e.Message != "" {
+			msg = ": " + e.Message
+		}
+		return fmt.Sprintf("%s %s (it is %s%s)", name, state, stateOr(string(e.State), "not assessed"), msg)
+	}
+	return ""
+}
+
+// conditionMissing says how the Healthy condition falls short of status and reason, or
+// "".
+func conditionMissing(snap *snapshot, status metav1.ConditionStatus, reason string) string {
+	c := snap.condition()
+	switch {
+	case c == nil:
+		return fmt.Sprintf("condition Healthy=%s (%s) (no condition yet)", status, reason)
+	case c.Status != status || c.Reason != reason:
+		return fmt.Sprintf("condition Healthy=%s (%s) (it is %s (%s): %s)", status, reason, c.Status, c.Reason, c.Message)
+	case c.ObservedGeneration != 0 && c.ObservedGeneration != snap.Release.Generation:
+		return fmt.Sprintf("condition Healthy=%s (%s) for generation %d (it is for %d)", status, reason, snap.Release.Generation, c.ObservedGeneration)
+	}
+	return ""
+}
+
+// stateOr returns s, or def when s is empty.
+func stateOr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
