@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
@@ -59,6 +60,13 @@ type ClusterCacheOptions struct {
 	// Timeout bounds each request to a target, so one dead cluster never stalls a
 	// worker for long. Default 10s.
 	Timeout time.Duration
+	// HoldDown is how long reads of a cluster fail fast after it did not answer, so
+	// that the many Releases of one dead cluster do not each wait out Timeout and tie up
+	// the workers that other clusters' Releases need. Default 15s; a changed kubeconfig
+	// Secret starts over at once.
+	HoldDown time.Duration
+	// Clock is the time source of the hold-down; nil means the real clock.
+	Clock clock.PassiveClock
 }
 
 // ClusterCache builds clients once per Cluster and rebuilds them when the Cluster's
@@ -79,6 +87,12 @@ type cachedClient struct {
 func NewClusterCache(opts ClusterCacheOptions) *ClusterCache {
 	if opts.Timeout <= 0 {
 		opts.Timeout = 10 * time.Second
+	}
+	if opts.HoldDown <= 0 {
+		opts.HoldDown = 15 * time.Second
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
 	}
 	return &ClusterCache{opts: opts, clients: map[string]cachedClient{}}
 }
@@ -114,7 +128,7 @@ func (c *ClusterCache) ForCluster(ctx context.Context, cluster *v1alpha1.Cluster
 	if err != nil {
 		return nil, fmt.Errorf("%w: building a client for Cluster %s: %w", ErrClusterNotConnected, cluster.Name, err)
 	}
-	reader := &dynamicReader{client: dyn, cluster: key}
+	reader := &dynamicReader{client: dyn, cluster: key, holdDown: c.opts.HoldDown, clock: c.opts.Clock}
 	c.mu.Lock()
 	c.clients[key] = cachedClient{fingerprint: fingerprint, reader: reader}
 	c.mu.Unlock()
@@ -154,16 +168,35 @@ func (c *ClusterCache) Forget(namespace, name string) {
 }
 
 type dynamicReader struct {
-	client  dynamic.Interface
-	cluster string
+	client   dynamic.Interface
+	cluster  string
+	holdDown time.Duration
+	clock    clock.PassiveClock
+
+	mu        sync.Mutex
+	downUntil time.Time
+	downErr   error
 }
 
 func (r *dynamicReader) Get(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string) (*unstructured.Unstructured, error) {
+	r.mu.Lock()
+	until, last := r.downUntil, r.downErr
+	r.mu.Unlock()
+	if now := r.clock.Now(); now.Before(until) {
+		return nil, fmt.Errorf("%w: Cluster %s did not answer (not retried before %s): %w",
+			ErrClusterNotConnected, r.cluster, until.UTC().Format(time.RFC3339), last)
+	}
 	var ri dynamic.ResourceInterface = r.client.Resource(gvr)
 	if namespace != "" {
 		ri = r.client.Resource(gvr).Namespace(namespace)
 	}
 	u, err := ri.Get(ctx, name, metav1GetOptions)
+	if err != nil && IsConnectionError(err) && ctx.Err() == nil {
+		r.mu.Lock()
+		r.downUntil, r.downErr = r.clock.Now().Add(r.holdDown), err
+		r.mu.Unlock()
+		return nil, fmt.Errorf("%w: Cluster %s: %w", ErrClusterNotConnected, r.cluster, err)
+	}
 	if err != nil && IsConnectionError(err) {
 		return nil, fmt.Errorf("%w: Cluster %s: %w", ErrClusterNotConnected, r.cluster, err)
 	}

@@ -1,0 +1,99 @@
+package base
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
+)
+
+// silentServer accepts TCP connections and never answers: a blackholed API server.
+func silentServer(t *testing.T) (addr string, accepted *atomic.Int32) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted = &atomic.Int32{}
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			mu.Lock()
+			conns = append(conns, c) // hold it open, say nothing
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return ln.Addr().String(), accepted
+}
+
+// TestDeadClusterFailsFast: after one read of a cluster that does not answer times
+// out, reads fail at once (no new connection) until the hold-down passes.
+func TestDeadClusterFailsFast(t *testing.T) {
+	t.Parallel()
+	addr, accepted := silentServer(t)
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	cache := NewClusterCache(ClusterCacheOptions{
+		Local:   &rest.Config{Host: "http://" + addr},
+		Timeout: 300 * time.Millisecond, HoldDown: time.Minute, Clock: clk,
+	})
+	cluster := &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "dead"}}
+	reader, err := cache.ForCluster(context.Background(), cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gvr := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	if _, err := reader.Get(context.Background(), gvr, "default", "a"); !errors.Is(err, ErrClusterNotConnected) {
+		t.Fatalf("first read: %v, want ErrClusterNotConnected", err)
+	}
+	before := accepted.Load()
+	for i := 0; i < 5; i++ {
+		if _, err := reader.Get(context.Background(), gvr, "default", "a"); !errors.Is(err, ErrClusterNotConnected) {
+			t.Fatalf("read %d during the hold-down: %v", i, err)
+		}
+	}
+	if accepted.Load() != before {
+		t.Fatal("reads during the hold-down still dialled the dead cluster")
+	}
+	clk.Step(time.Minute)
+	if _, err := reader.Get(context.Background(), gvr, "default", "a"); !errors.Is(err, ErrClusterNotConnected) {
+		t.Fatalf("read after the hold-down: %v", err)
+	}
+	if accepted.Load() == before {
+		t.Fatal("the cluster was not tried again after the hold-down")
+	}
+}
+
+// TestNoLocalConfig: a Cluster without a kubeconfigSecretRef and no local
+// config is an ErrClusterNotConnected, with a message naming the Cluster.
+func TestNoLocalConfig(t *testing.T) {
+	t.Parallel()
+	cache := NewClusterCache(ClusterCacheOptions{})
+	_, err := cache.ForCluster(context.Background(), &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"}})
+	if !errors.Is(err, ErrClusterNotConnected) {
+		t.Fatalf("err = %v", err)
+	}
+}
