@@ -5,10 +5,12 @@ package main
 
 import (
 	"flag"
+	"fmt"
 	"os"
 	"strings"
 	"time"
 
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
@@ -50,7 +52,7 @@ func main() {
 	log := ctrl.Log.WithName("setup")
 
 	ctx := ctrl.SetupSignalHandler()
-	cfg, err := ctrl.GetConfig()
+	cfg, err := loadConfig()
 	if err != nil {
 		log.Error(err, "loading the kubeconfig")
 		os.Exit(1)
@@ -68,4 +70,18 @@ func main() {
 		log.Error(err, "convoy-observer stopped with an error")
 		os.Exit(1)
 	}
+}
+
+// loadConfig reads --kubeconfig, or, without it, the in-cluster config (CONTRACT §2:
+// "Both binaries fall back to the in-cluster config when --kubeconfig is absent"), the
+// same way as convoy-api: $KUBECONFIG and ~/.kube/config are not consulted.
+func loadConfig() (*rest.Config, error) {
+	if f := flag.Lookup("kubeconfig"); f != nil && f.Value.String() != "" {
+		return ctrl.GetConfig()
+	}
+	cfg, err := rest.InClusterConfig()
+	if err != nil {
+		return nil, fmt.Errorf("no --kubeconfig given and not running in a cluster: %w", err)
+	}
+	return cfg, nil
 }
