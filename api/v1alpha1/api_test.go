@@ -2,14 +2,18 @@ package v1alpha1_test
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
 	"os"
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
@@ -361,5 +365,57 @@ func TestDurationAdmission(t *testing.T) {
 	inv := getInventory(t, "hook-empty")
 	if got := inv.Hooks[0].GetTimeout(); got != v1alpha1.DefaultHookTimeout {
 		t.Fatalf("GetTimeout() of an empty timeout = %v", got)
+	}
+}
+
+// TestReleasePrinterColumns: `kubectl get releases` shows Cluster, Healthy, Reason, Age,
+// read from the Healthy condition (the server-side Table that kubectl asks for).
+func TestReleasePrinterColumns(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := "printer"
+	must(t, env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
+	must(t, env.Client.Create(ctx, &v1alpha1.Release{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+		Spec: v1alpha1.ReleaseSpec{ClusterRef: v1alpha1.ClusterReference{Name: "prod-eu"}}}))
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "convoy.kumodo.io/v1alpha1", "kind": "Release",
+		"metadata": map[string]any{"name": "web", "namespace": ns},
+		"status": map[string]any{"conditions": []any{
+			map[string]any{"type": "Ready", "status": "True", "reason": "Applied", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"},
+			map[string]any{"type": "Healthy", "status": "False", "reason": "Degraded", "message": "x", "lastTransitionTime": "2026-01-01T00:00:00Z"},
+		}},
+	}}
+	must(t, env.Client.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("test"), client.ForceOwnership))
+
+	hc, err := rest.HTTPClientFor(env.Config)
+	must(t, err)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(env.Config.Host, "/")+"/apis/convoy.kumodo.io/v1alpha1/namespaces/"+ns+"/releases", nil)
+	must(t, err)
+	req.Header.Set("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+	resp, err := hc.Do(req)
+	must(t, err)
+	defer resp.Body.Close()
+	var table metav1.Table
+	must(t, json.NewDecoder(resp.Body).Decode(&table))
+	var names []string
+	for _, c := range table.ColumnDefinitions {
+		names = append(names, c.Name)
+	}
+	if got := strings.Join(names, ","); got != "Name,Cluster,Healthy,Reason,Age" {
+		t.Fatalf("columns = %s", got)
+	}
+	if len(table.Rows) != 1 {
+		t.Fatalf("rows = %d", len(table.Rows))
+	}
+	cells := table.Rows[0].Cells
+	if cells[1] != "prod-eu" || cells[2] != "False" || cells[3] != "Degraded" {
+		t.Fatalf("cells = %v", cells)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
 	}
 }
