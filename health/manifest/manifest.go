@@ -75,31 +75,65 @@ func DecodeObjects(r io.Reader) ([]unstructured.Unstructured, error) {
 	}
 	var objs []unstructured.Unstructured
 	for i, doc := range docs {
-		var u unstructured.Unstructured
-		if _, _, err := unstructured.UnstructuredJSONScheme.Decode(doc, nil, &u); err != nil {
-			return nil, fmt.Errorf("document %d: %w", i+1, shorten(err))
+		got, err := decodeDocument(doc, "", "", 0)
+		if err != nil {
+			return nil, fmt.Errorf("document %d: %w", i+1, err)
 		}
-		if !isList(u.GetKind()) || !u.IsList() {
-			u.Object = wholeNumbersAsInt(u.Object).(map[string]any)
-			if err := checkObject(&u); err != nil {
-				return nil, fmt.Errorf("document %d: %w", i+1, err)
-			}
-			objs = append(objs, u)
-			continue
-		}
-		var list unstructured.UnstructuredList
-		if _, _, err := unstructured.UnstructuredJSONScheme.Decode(doc, nil, &list); err != nil {
-			return nil, fmt.Errorf("document %d: %w", i+1, shorten(err))
-		}
-		for j := range list.Items {
-			list.Items[j].Object = wholeNumbersAsInt(list.Items[j].Object).(map[string]any)
-			if err := checkObject(&list.Items[j]); err != nil {
-				return nil, fmt.Errorf("document %d: item %d: %w", i+1, j, err)
-			}
-		}
-		objs = append(objs, list.Items...)
+		objs = append(objs, got...)
 	}
 	return objs, nil
+}
+
+// maxListDepth bounds Lists nested in Lists.
+const maxListDepth = 8
+
+// decodeDocument decodes one JSON object: a List (whose items may be Lists again) gives
+// its items, anything else itself. Items without apiVersion and kind inherit them from
+// the list (apiVersion, and kind minus "List"), as for a PodList.
+func decodeDocument(doc []byte, listAPIVersion, listKind string, depth int) ([]unstructured.Unstructured, error) {
+	var u unstructured.Unstructured
+	if _, _, err := unstructured.UnstructuredJSONScheme.Decode(doc, nil, &u); err != nil {
+		// An item may lack apiVersion and kind; fill them in from its list.
+		if listKind == "" {
+			return nil, shorten(err)
+		}
+		m := map[string]any{}
+		if jerr := sigsjson.UnmarshalCaseSensitivePreserveInts(doc, &m); jerr != nil {
+			return nil, fmt.Errorf("not an object: %w", shorten(jerr))
+		}
+		if m["apiVersion"] == nil {
+			m["apiVersion"] = listAPIVersion
+		}
+		if m["kind"] == nil && listKind != "List" {
+			m["kind"] = strings.TrimSuffix(listKind, "List")
+		}
+		u.Object = m
+	}
+	if !isList(u.GetKind()) {
+		u.Object = wholeNumbersAsInt(u.Object).(map[string]any)
+		if err := checkObject(&u); err != nil {
+			return nil, err
+		}
+		return []unstructured.Unstructured{u}, nil
+	}
+	if depth >= maxListDepth {
+		return nil, fmt.Errorf("Lists nested deeper than %d", maxListDepth)
+	}
+	var list struct {
+		Items []json.RawMessage `json:"items"`
+	}
+	if err := json.Unmarshal(doc, &list); err != nil {
+		return nil, fmt.Errorf("%s: items: %w", u.GetKind(), shorten(err))
+	}
+	var out []unstructured.Unstructured
+	for j, item := range list.Items {
+		got, err := decodeDocument(item, u.GetAPIVersion(), u.GetKind(), depth+1)
+		if err != nil {
+			return nil, fmt.Errorf("item %d: %w", j, err)
+		}
+		out = append(out, got...)
+	}
+	return out, nil
 }
 
 // wholeNumbersAsInt turns every float64 that holds a whole number in the int64 range

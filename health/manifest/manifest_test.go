@@ -172,3 +172,22 @@ func TestJSONWholeNumbersAreInts(t *testing.T) {
 		t.Fatalf("spec = %#v", spec)
 	}
 }
+
+// TestListsNestedAndBadItems: a List inside a List gives its items; a bad item is named
+// by its index.
+func TestListsNestedAndBadItems(t *testing.T) {
+	t.Parallel()
+	objs, err := manifest.DecodeObjects(strings.NewReader(`{"apiVersion":"v1","kind":"List","items":[
+		{"apiVersion":"v1","kind":"List","items":[{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"inner"}}]},
+		{"apiVersion":"v1","kind":"Pod","metadata":{"name":"outer"}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(objs) != 2 || objs[0].GetName() != "inner" || objs[1].GetName() != "outer" {
+		t.Fatalf("objects = %v", objs)
+	}
+	_, err = manifest.DecodeObjects(strings.NewReader(`{"apiVersion":"v1","kind":"List","items":[{"apiVersion":"v1","kind":"Pod"}, 1]}`))
+	if err == nil || !strings.Contains(err.Error(), "document 1: item 1:") {
+		t.Fatalf("err = %v, want it to name item 1", err)
+	}
+}
