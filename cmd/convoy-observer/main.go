@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"go.uber.org/zap/zapcore"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -44,7 +45,8 @@ func main() {
 	fs.DurationVar(&o.TargetTimeout, "target-timeout", 10*time.Second, "timeout of each request to a target cluster")
 	fs.IntVar(&o.ReadConcurrency, "target-read-concurrency", healthctrl.DefaultReadConcurrency, "concurrent object reads per Release pass")
 	fs.Var(&namespaces, "namespace", "watch only this namespace (repeatable); none means all namespaces")
-	zopts := zap.Options{}
+	// Errors say why in their message; a stack trace only for a programming error.
+	zopts := zap.Options{StacktraceLevel: zapcore.DPanicLevel}
 	zopts.BindFlags(fs)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zopts), zap.WriteTo(os.Stderr)))
@@ -52,6 +54,12 @@ func main() {
 	log := ctrl.Log.WithName("setup")
 
 	ctx := ctrl.SetupSignalHandler()
+	if o.LeaderElect && o.LeaderElectionNamespace == "" {
+		if _, err := rest.InClusterConfig(); err != nil {
+			log.Error(nil, "--leader-elect outside a cluster needs --leader-election-namespace (the namespace of the Lease)")
+			os.Exit(2)
+		}
+	}
 	cfg, err := loadConfig()
 	if err != nil {
 		log.Error(err, "loading the kubeconfig")
@@ -65,7 +73,11 @@ func main() {
 	if o.SyncURL == "" {
 		log.Info("no --sync-url: the controller-manager will not be woken on edges")
 	}
-	log.Info("starting", "shards", o.Shards, "lease", observer.LeaseName(o.Shards), "leaderElect", o.LeaderElect, "syncURL", o.SyncURL)
+	if o.LeaderElect {
+		log.Info("starting; waiting to lead", "shards", o.Shards, "lease", observer.LeaseName(o.Shards), "syncURL", o.SyncURL)
+	} else {
+		log.Info("starting", "shards", o.Shards, "syncURL", o.SyncURL)
+	}
 	if err := mgr.Start(ctx); err != nil {
 		log.Error(err, "convoy-observer stopped with an error")
 		os.Exit(1)

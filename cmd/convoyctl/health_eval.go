@@ -62,7 +62,7 @@ does not compile, 2 on a usage error or unreadable input.`,
 	f.StringArrayVar(&o.rules, "rules", nil, "file of rule sets (repeatable)")
 	f.StringArrayVar(&o.objects, "object", nil, "file of objects (repeatable)")
 	f.StringVar(&o.deadline, "deadline", "", "spec.healthAssessment.deadline, a Go duration such as 5m (default: no deadline)")
-	f.StringVar(&o.firstUnhealthy, "first-unhealthy", "", "firstUnhealthy anchor of every object, RFC 3339 (default: none)")
+	f.StringVar(&o.firstUnhealthy, "first-unhealthy", "", "firstUnhealthy anchor of every object, RFC 3339 (default: unset, so a failure starts its clock at --now)")
 	f.StringVar(&o.now, "now", "", "time of the evaluation, RFC 3339 (default: the current time)")
 	_ = cmd.MarkFlagRequired("rules")
 	_ = cmd.MarkFlagRequired("object")

@@ -10,7 +10,7 @@ import (
 func newRootCommand(env *cliEnv) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "convoyctl",
-		Short:         "Command line of convoy-observer",
+		Short:         "Evaluate health rules offline and read what convoy-observer found",
 		RunE:          runGroup,
 		SilenceErrors: true, // run prints errors and maps them to exit statuses
 		SilenceUsage:  true,
