@@ -89,6 +89,23 @@ func RecordedEntries(inv *v1alpha1.ReleaseInventory, manager string) ([]v1alpha1
 	if err != nil {
 		return nil, false, err
 	}
+	entries, stale := o.RecordedEntries(inv, manager)
+	return entries, stale, nil
+}
+
+// RecordedHooks is RecordedEntries for the hooks list.
+func RecordedHooks(inv *v1alpha1.ReleaseInventory, manager string) ([]v1alpha1.HookEntry, bool, error) {
+	o, err := ReadOwnership(inv)
+	if err != nil {
+		return nil, false, err
+	}
+	hooks, stale := o.RecordedHooks(inv, manager)
+	return hooks, stale, nil
+}
+
+// RecordedEntries is the package function for an inventory whose ownership o was read
+// from (so one pass parses the managedFields once).
+func (o *Ownership) RecordedEntries(inv *v1alpha1.ReleaseInventory, manager string) ([]v1alpha1.InventoryEntry, bool) {
 	var out []v1alpha1.InventoryEntry
 	stale := false
 	for i := range inv.Entries {
@@ -99,15 +116,11 @@ func RecordedEntries(inv *v1alpha1.ReleaseInventory, manager string) ([]v1alpha1
 			stale = true
 		}
 	}
-	return out, stale, nil
+	return out, stale
 }
 
 // RecordedHooks is RecordedEntries for the hooks list.
-func RecordedHooks(inv *v1alpha1.ReleaseInventory, manager string) ([]v1alpha1.HookEntry, bool, error) {
-	o, err := ReadOwnership(inv)
-	if err != nil {
-		return nil, false, err
-	}
+func (o *Ownership) RecordedHooks(inv *v1alpha1.ReleaseInventory, manager string) ([]v1alpha1.HookEntry, bool) {
 	var out []v1alpha1.HookEntry
 	stale := false
 	for i := range inv.Hooks {
@@ -117,5 +130,5 @@ func RecordedHooks(inv *v1alpha1.ReleaseInventory, manager string) ([]v1alpha1.H
 			stale = true
 		}
 	}
-	return out, stale, nil
+	return out, stale
 }

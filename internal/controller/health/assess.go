@@ -27,8 +27,10 @@ type assessment struct {
 	// stale is true when the observer still owns an entry that the controller-manager
 	// no longer records: the next write must drop it even if no entry is left.
 	stale bool
-	// inv is the inventory read from the cache (nil when there is none).
+	// inv is the inventory read from the cache (nil when there is none), own its
+	// field owners.
 	inv *v1alpha1.ReleaseInventory
+	own *inventory.Ownership
 	// renderAdvanced: an entry's renderRef differs from its assessedRenderRef.
 	renderAdvanced bool
 	// waveCompleted: frontierWaveCompleted.
@@ -56,7 +58,7 @@ type prior struct {
 // writes the results to the inventory (spec/health-loop.txt, "Assessment"). An error
 // means the whole Release could not be assessed: a rule set that does not compile, a
 // selector that does not parse, a missing or unreachable Cluster.
-func (h *HealthController) assess(ctx context.Context, rel *v1alpha1.Release, cluster *v1alpha1.Cluster, clusterErr error) (*assessment, error) {
+func (h *HealthController) assess(ctx context.Context, rel *v1alpha1.Release, pi passInventory, cluster *v1alpha1.Cluster, clusterErr error) (*assessment, error) {
 	// 1. Rules.
 	global, local, err := h.collectRules(ctx, rel)
 	if err != nil {
@@ -67,20 +69,16 @@ func (h *HealthController) assess(ctx context.Context, rel *v1alpha1.Release, cl
 	if err != nil {
 		return nil, fmt.Errorf("compiling health rules: %w", err)
 	}
-	// 3. The inventory.
+	// 3. The inventory (read once for the whole pass).
 	a := &assessment{}
-	inv := &v1alpha1.ReleaseInventory{}
-	if err := h.Reader.Get(ctx, client.ObjectKeyFromObject(rel), inv); err != nil {
-		if apierrors.IsNotFound(err) {
-			return a, nil
-		}
-		return nil, fmt.Errorf("reading ReleaseInventory: %w", err)
+	if pi.err != nil {
+		return nil, pi.err
 	}
-	a.inv = inv
-	entries, stale, err := inventory.RecordedEntries(inv, inventory.FieldManagerInventory)
-	if err != nil {
-		return nil, fmt.Errorf("reading the ReleaseInventory's field owners: %w", err)
+	if pi.inv == nil {
+		return a, nil
 	}
+	a.inv, a.own = pi.inv, pi.own
+	entries, stale := pi.own.RecordedEntries(pi.inv, inventory.FieldManagerInventory)
 	a.stale = stale
 	if len(entries) == 0 {
 		return a, h.writeInventoryHealth(ctx, a)

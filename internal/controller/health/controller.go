@@ -17,6 +17,7 @@ import (
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
 	"github.com/kumodo/convoy-observer/internal/controller/base"
+	"github.com/kumodo/convoy-observer/internal/inventory"
 )
 
 // Waker wakes the controller-manager for one Release: POST …/releases/<name>/sync.
@@ -131,9 +132,12 @@ func (h *HealthController) syncHandler(ctx context.Context, key string) (base.Re
 		return base.Result{}, nil
 	}
 
+	// The inventory, read once for the hooks and the assessment of this pass.
+	inv := h.readInventory(ctx, rel)
+
 	// 3. Deletion: only hooks.
 	if rel.DeletionTimestamp != nil {
-		hooks, err := h.pollHooks(ctx, rel, cluster, clusterErr)
+		hooks, err := h.pollHooks(ctx, rel, inv, cluster, clusterErr)
 		if err != nil {
 			log.Error(err, "polling hooks")
 		}
@@ -144,7 +148,7 @@ func (h *HealthController) syncHandler(ctx context.Context, key string) (base.Re
 	}
 
 	// 4. Hooks.
-	hooks, err := h.pollHooks(ctx, rel, cluster, clusterErr)
+	hooks, err := h.pollHooks(ctx, rel, inv, cluster, clusterErr)
 	if err != nil {
 		log.Error(err, "polling hooks")
 	}
@@ -157,7 +161,7 @@ func (h *HealthController) syncHandler(ctx context.Context, key string) (base.Re
 			return base.Result{}, err
 		}
 	} else {
-		a, err := h.assess(ctx, rel, cluster, clusterErr)
+		a, err := h.assess(ctx, rel, inv, cluster, clusterErr)
 		var werr *writeError
 		if errors.As(err, &werr) {
 			return base.Result{}, err // our own write failed: retry, the Release is not Unknown
@@ -187,6 +191,31 @@ func (h *HealthController) syncHandler(ctx context.Context, key string) (base.Re
 
 	// 7. Next pass.
 	return h.scheduleHealthRecheck(key, rel, pending), nil
+}
+
+// passInventory is rel's ReleaseInventory as one pass sees it: read once from the cache,
+// with its field owners parsed once.
+type passInventory struct {
+	// inv is nil when there is no inventory (err is nil then) or it could not be read.
+	inv *v1alpha1.ReleaseInventory
+	own *inventory.Ownership
+	err error
+}
+
+// readInventory reads rel's ReleaseInventory from the cache and parses its managedFields.
+func (h *HealthController) readInventory(ctx context.Context, rel *v1alpha1.Release) passInventory {
+	inv := &v1alpha1.ReleaseInventory{}
+	if err := h.Reader.Get(ctx, client.ObjectKeyFromObject(rel), inv); err != nil {
+		if apierrors.IsNotFound(err) {
+			return passInventory{}
+		}
+		return passInventory{err: fmt.Errorf("reading ReleaseInventory: %w", err)}
+	}
+	own, err := inventory.ReadOwnership(inv)
+	if err != nil {
+		return passInventory{err: fmt.Errorf("reading the ReleaseInventory's field owners: %w", err)}
+	}
+	return passInventory{inv: inv, own: own}
 }
 
 // getCluster reads the target Cluster of rel from the cache; a nil Cluster comes with

@@ -39,23 +39,21 @@ var (
 	gvrPods = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
 )
 
-// pollHooks polls the workloads of rel's hooks and writes their state (spec "Hook
-// polling"). It polls a hook that has a workloadName and either no finishedAt or a
-// createdAt after its finishedAt (the controller-manager re-armed it). Its error is for
-// the log only: the pass goes on (spec "One pass" step 4).
-func (h *HealthController) pollHooks(ctx context.Context, rel *v1alpha1.Release, cluster *v1alpha1.Cluster, clusterErr error) (hookOutcome, error) {
+// pollHooks polls the workloads of the hooks in the pass's inventory (read from the
+// cache) and writes their state (spec "Hook polling"). It polls a hook that has a
+// workloadName and either no finishedAt or a createdAt after its finishedAt (the
+// controller-manager re-armed it). Its error is for the log only: the pass goes on
+// (spec "One pass" step 4).
+func (h *HealthController) pollHooks(ctx context.Context, rel *v1alpha1.Release, pi passInventory, cluster *v1alpha1.Cluster, clusterErr error) (hookOutcome, error) {
 	var out hookOutcome
-	inv := &v1alpha1.ReleaseInventory{}
-	if err := h.Reader.Get(ctx, client.ObjectKeyFromObject(rel), inv); err != nil {
-		if apierrors.IsNotFound(err) {
-			return out, nil
-		}
-		return out, fmt.Errorf("reading ReleaseInventory: %w", err)
+	if pi.err != nil {
+		return out, pi.err
 	}
-	hooks, stale, err := inventory.RecordedHooks(inv, inventory.FieldManagerHookStatus)
-	if err != nil {
-		return out, err
+	if pi.inv == nil {
+		return out, nil
 	}
+	inv := pi.inv
+	hooks, stale := pi.own.RecordedHooks(inv, inventory.FieldManagerHookStatus)
 	now := h.Clock.Now()
 	next := make([]v1alpha1.HookEntry, len(hooks))
 	copy(next, hooks)
@@ -106,7 +104,7 @@ func (h *HealthController) pollHooks(ctx context.Context, rel *v1alpha1.Release,
 			out.running = append(out.running, hk.Name)
 		}
 	}
-	if err := h.writeHookStatus(ctx, inv, hooks, next, stale); err != nil {
+	if err := h.writeHookStatus(ctx, inv, pi.own, hooks, next, stale); err != nil {
 		return hookOutcome{running: out.running}, err
 	}
 	if pollErr != nil {
@@ -260,11 +258,7 @@ func shortDuration(d time.Duration) string {
 // a state (not only the polled ones) under the field manager convoy-hook-status. It
 // writes nothing when nothing changed, so once every hook has finished the loop stops
 // writing to the inventory (spec "Deletion").
-func (h *HealthController) writeHookStatus(ctx context.Context, inv *v1alpha1.ReleaseInventory, before, after []v1alpha1.HookEntry, stale bool) error {
-	own, err := inventory.ReadOwnership(inv)
-	if err != nil {
-		return err
-	}
+func (h *HealthController) writeHookStatus(ctx context.Context, inv *v1alpha1.ReleaseInventory, own *inventory.Ownership, before, after []v1alpha1.HookEntry, stale bool) error {
 	changed := stale
 	list := make([]any, 0, len(after))
 	for i := range after {

@@ -26,9 +26,12 @@ func (h *HealthController) writeInventoryHealth(ctx context.Context, a *assessme
 	if a.inv == nil || (len(a.entries) == 0 && !a.stale) {
 		return nil
 	}
-	own, err := inventory.ReadOwnership(a.inv)
-	if err != nil {
-		return fmt.Errorf("reading the ReleaseInventory's field owners: %w", err)
+	own := a.own
+	if own == nil {
+		var err error
+		if own, err = inventory.ReadOwnership(a.inv); err != nil {
+			return fmt.Errorf("reading the ReleaseInventory's field owners: %w", err)
+		}
 	}
 	unchanged := !a.stale
 	list := make([]any, 0, len(a.entries))

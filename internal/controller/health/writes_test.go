@@ -64,10 +64,12 @@ func TestWriteNeverRecreatesADeletedInventory(t *testing.T) {
 	}
 	after := stale.Hooks[0]
 	after.State = v1alpha1.HookRunning
-	if err := f.h.writeHookStatus(f.ctx, stale, stale.Hooks, []v1alpha1.HookEntry{after}, false); err == nil {
+	own, err := inventory.ReadOwnership(stale)
+	must(t, err)
+	if err := f.h.writeHookStatus(f.ctx, stale, own, stale.Hooks, []v1alpha1.HookEntry{after}, false); err == nil {
 		t.Fatal("the hook write succeeded on a deleted inventory")
 	}
-	err := env.Client.Get(f.ctx, clientKey(f.ns, f.rel), &v1alpha1.ReleaseInventory{})
+	err = env.Client.Get(f.ctx, clientKey(f.ns, f.rel), &v1alpha1.ReleaseInventory{})
 	if !apierrors.IsNotFound(err) {
 		t.Fatalf("the inventory was re-created: %v", err)
 	}
