@@ -109,7 +109,7 @@ func decodeDocument(doc []byte, listAPIVersion, listKind string, depth int) ([]u
 		}
 		u.Object = m
 	}
-	if !isList(u.GetKind()) {
+	if _, hasItems := u.Object["items"]; !isList(u.GetKind()) || !hasItems {
 		u.Object = wholeNumbersAsInt(u.Object).(map[string]any)
 		if err := checkObject(&u); err != nil {
 			return nil, err

@@ -191,3 +191,16 @@ func TestListsNestedAndBadItems(t *testing.T) {
 		t.Fatalf("err = %v, want it to name item 1", err)
 	}
 }
+
+// TestKindEndingInListWithoutItems: an object whose kind merely ends in "List" (say an
+// AllowList) is an object, not a List.
+func TestKindEndingInListWithoutItems(t *testing.T) {
+	t.Parallel()
+	objs, err := manifest.DecodeObjects(strings.NewReader(`{"apiVersion":"example.com/v1","kind":"AllowList","metadata":{"name":"a"},"spec":{}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(objs) != 1 || objs[0].GetKind() != "AllowList" {
+		t.Fatalf("objects = %v", objs)
+	}
+}

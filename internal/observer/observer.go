@@ -60,8 +60,8 @@ type Options struct {
 
 // LeaseName returns the name of the Lease that the replicas owning shards compete for:
 // convoy-observer-shard-default for the default shard alone; otherwise the sorted shard
-// names, reduced to a DNS label of at most 30 characters, followed by the first 8 hex
-// digits of the SHA-256 of the exact names, so two different shard sets (say "a-b" and
+// names, reduced to a DNS label of at most 24 characters, followed by the first 16 hex
+// digits of the SHA-256 of the exact names (at most 63 characters in all), so two different shard sets (say "a-b" and
 // {"a", "b"}, or "default" and the default shard) never share a Lease.
 func LeaseName(shards []string) string {
 	shards = base.NewShardGate(shards).Shards() // sorted, de-duplicated; none => [""]
@@ -70,13 +70,13 @@ func LeaseName(shards []string) string {
 	}
 	sum := sha256.Sum256([]byte(strings.Join(shards, "\x00")))
 	name := strings.Trim(nonLabel.ReplaceAllString(strings.ToLower(strings.Join(shards, "-")), "-"), "-")
-	if len(name) > 30 {
-		name = strings.Trim(name[:30], "-")
+	if len(name) > 24 {
+		name = strings.Trim(name[:24], "-")
 	}
 	if name == "" {
 		name = "shard"
 	}
-	return fmt.Sprintf("convoy-observer-shard-%s-%x", name, sum[:4])
+	return fmt.Sprintf("convoy-observer-shard-%s-%x", name, sum[:8])
 }
 
 var nonLabel = regexp.MustCompile(`[^a-z0-9-]+`)
