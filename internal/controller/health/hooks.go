@@ -93,12 +93,12 @@ func (h *HealthController) pollHooks(ctx context.Context, rel *v1alpha1.Release,
 		if state.IsTerminal() {
 			t := metav1.NewTime(now.UTC().Truncate(time.Second))
 			hk.FinishedAt = &t
-			// A new terminal state is an edge; the same result polled again in the
-			// ambiguous same-second case is not.
-			if !was.State.IsTerminal() || rearmedLater(&was) || was.State != hk.State || was.Message != hk.Message {
-				out.finished++
-				h.logFrom(ctx).Info("hook finished", "hook", hk.Name, "state", state, "message", message)
-			}
+			// A polled hook that is terminal is an edge: it had not finished, or it was
+			// re-armed. In the ambiguous same-second case this may send one sync
+			// request too many, never one too few (a missed one would stall the
+			// controller-manager until its resync).
+			out.finished++
+			h.logFrom(ctx).Info("hook finished", "hook", hk.Name, "state", state, "message", message, "rearmed", was.FinishedAt != nil)
 		} else {
 			hk.FinishedAt = nil
 			out.running = append(out.running, hk.Name)
@@ -126,12 +126,6 @@ func needsPoll(hk *v1alpha1.HookEntry) bool {
 		return true
 	}
 	return hk.CreatedAt != nil && !hk.CreatedAt.Before(hk.FinishedAt)
-}
-
-// rearmedLater reports whether hk was re-armed in a later second than it finished, the
-// case where a terminal result is certainly a new one.
-func rearmedLater(hk *v1alpha1.HookEntry) bool {
-	return hk.FinishedAt != nil && hk.CreatedAt != nil && hk.CreatedAt.After(hk.FinishedAt.Time)
 }
 
 // pollHookWorkload reads the hook's Job or Pod from the target and decides its state
