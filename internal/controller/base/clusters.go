@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -128,7 +129,12 @@ func (c *ClusterCache) ForCluster(ctx context.Context, cluster *v1alpha1.Cluster
 	if err != nil {
 		return nil, fmt.Errorf("%w: building a client for Cluster %s: %w", ErrClusterNotConnected, cluster.Name, err)
 	}
-	reader := &dynamicReader{client: dyn, cluster: key, holdDown: c.opts.HoldDown, clock: c.opts.Clock}
+	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%w: building a client for Cluster %s: %w", ErrClusterNotConnected, cluster.Name, err)
+	}
+	reader := &dynamicReader{client: dyn, cluster: key, holdDown: c.opts.HoldDown, clock: c.opts.Clock,
+		probe: func() error { _, err := disc.ServerVersion(); return err }}
 	c.mu.Lock()
 	c.clients[key] = cachedClient{fingerprint: fingerprint, reader: reader}
 	c.mu.Unlock()
@@ -172,6 +178,8 @@ type dynamicReader struct {
 	cluster  string
 	holdDown time.Duration
 	clock    clock.PassiveClock
+	// probe asks the server for /version: it tells a dead cluster from one slow object.
+	probe func() error
 
 	mu        sync.Mutex
 	downUntil time.Time
@@ -191,16 +199,29 @@ func (r *dynamicReader) Get(ctx context.Context, gvr schema.GroupVersionResource
 		ri = r.client.Resource(gvr).Namespace(namespace)
 	}
 	u, err := ri.Get(ctx, name, metav1GetOptions)
-	if err != nil && IsConnectionError(err) && ctx.Err() == nil {
-		r.mu.Lock()
-		r.downUntil, r.downErr = r.clock.Now().Add(r.holdDown), err
-		r.mu.Unlock()
+	if err == nil || !IsConnectionError(err) {
+		return u, err
+	}
+	if ctx.Err() != nil { // our caller gave up (shutdown, a sibling's failure): no verdict
 		return nil, fmt.Errorf("%w: Cluster %s: %w", ErrClusterNotConnected, r.cluster, err)
 	}
-	if err != nil && IsConnectionError(err) {
-		return nil, fmt.Errorf("%w: Cluster %s: %w", ErrClusterNotConnected, r.cluster, err)
+	// A request that was connected and then timed out may be one slow object (a hung
+	// conversion webhook or aggregated API): ask the server itself before holding the
+	// whole cluster down. A failed dial needs no second opinion.
+	if !isDialError(err) && r.probe != nil && r.probe() == nil {
+		return nil, fmt.Errorf("the server answers, but not for this object: %w", err)
 	}
-	return u, err
+	r.mu.Lock()
+	r.downUntil, r.downErr = r.clock.Now().Add(r.holdDown), err
+	r.mu.Unlock()
+	return nil, fmt.Errorf("%w: Cluster %s: %w", ErrClusterNotConnected, r.cluster, err)
+}
+
+// isDialError reports whether err failed to open a connection at all (refused,
+// unreachable, or a dial timeout).
+func isDialError(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }
 
 // IsConnectionError reports whether err says that the server did not answer at all

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -95,5 +98,41 @@ func TestNoLocalConfig(t *testing.T) {
 	_, err := cache.ForCluster(context.Background(), &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"}})
 	if !errors.Is(err, ErrClusterNotConnected) {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestSlowObjectIsNotADeadCluster: a read that times out on one slow object, while the
+// server answers /version, is that object's error; the cluster is not held down.
+func TestSlowObjectIsNotADeadCluster(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case r.URL.Path == "/version":
+			_, _ = w.Write([]byte(`{"major":"1","minor":"37","gitVersion":"v1.37.2"}`))
+		case strings.HasSuffix(r.URL.Path, "/configmaps/slow"):
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		default:
+			name := r.URL.Path[strings.LastIndex(r.URL.Path, "/")+1:]
+			_, _ = w.Write([]byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"` + name + `","namespace":"default"}}`))
+		}
+	}))
+	t.Cleanup(func() { close(release); srv.Close() })
+	cache := NewClusterCache(ClusterCacheOptions{Local: &rest.Config{Host: srv.URL}, Timeout: 300 * time.Millisecond, HoldDown: time.Hour})
+	reader, err := cache.ForCluster(context.Background(), &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gvr := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	_, err = reader.Get(context.Background(), gvr, "default", "slow")
+	if err == nil || errors.Is(err, ErrClusterNotConnected) {
+		t.Fatalf("slow object: err = %v, want an error of that object only", err)
+	}
+	if _, err := reader.Get(context.Background(), gvr, "default", "fine"); err != nil {
+		t.Fatalf("the next object after a slow one: %v", err)
 	}
 }
