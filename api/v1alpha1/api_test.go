@@ -419,3 +419,31 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// TestTimeAdmission: the API server's date-time check ignores case, but metav1.Time does
+// not: "2026-01-01t00:00:00z" would be stored and then break every typed read of the
+// object (and the typed informers of all Releases). A pattern rejects it at admission.
+func TestTimeAdmission(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		value string
+		ok    bool
+	}{
+		{"2026-01-01T00:00:00Z", true},
+		{"2026-01-01T00:00:00.5+02:00", true},
+		{"2026-01-01t00:00:00z", false},
+		{"2026-01-01T00:00:00z", false},
+		{"2026-01-01T00:00:00", false},
+	} {
+		inv := inventory("time-"+strings.ToLower(strings.NewReplacer(":", "", ".", "", "+", "").Replace(tc.value)),
+			entry("apps", "Deployment", "default", "web", map[string]any{"firstUnhealthy": tc.value}))
+		inv["hooks"] = []any{map[string]any{"name": "h", "createdAt": tc.value, "finishedAt": tc.value}}
+		err := apply(t, "test", inv)
+		if tc.ok && err != nil {
+			t.Errorf("%q rejected: %v", tc.value, err)
+		}
+		if !tc.ok && !apierrors.IsInvalid(err) {
+			t.Errorf("%q: want 422 Invalid, got %v", tc.value, err)
+		}
+	}
+}

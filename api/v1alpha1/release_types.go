@@ -100,6 +100,9 @@ type AttemptStatus struct {
 type RolloutStatus struct {
 	// startedAt is when the rollout started (RFC 3339).
 	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Format=date-time
+	// +kubebuilder:validation:Pattern=`^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})$`
 	StartedAt *metav1.Time `json:"startedAt,omitempty"`
 }
 

@@ -97,6 +97,9 @@ type InventoryEntry struct {
 
 	// firstUnhealthy is when the object first failed its rules since it last passed.
 	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Format=date-time
+	// +kubebuilder:validation:Pattern=`^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})$`
 	FirstUnhealthy *metav1.Time `json:"firstUnhealthy,omitempty"`
 
 	// assessedRenderRef is the renderRef of the entry when the observer assessed it.
@@ -146,6 +149,9 @@ type HookEntry struct {
 
 	// createdAt is when the controller-manager (re-)armed the hook.
 	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Format=date-time
+	// +kubebuilder:validation:Pattern=`^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})$`
 	CreatedAt *metav1.Time `json:"createdAt,omitempty"`
 
 	// timeout counted from createdAt, as a duration string such as "10m" or "90s";
@@ -167,6 +173,9 @@ type HookEntry struct {
 
 	// finishedAt is when the state turned terminal.
 	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Format=date-time
+	// +kubebuilder:validation:Pattern=`^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})$`
 	FinishedAt *metav1.Time `json:"finishedAt,omitempty"`
 }
 
