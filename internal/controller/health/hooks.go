@@ -287,5 +287,9 @@ func (h *HealthController) writeHookStatus(ctx context.Context, inv *v1alpha1.Re
 		client.FieldOwner(inventory.FieldManagerHookStatus), client.ForceOwnership); err != nil {
 		return fmt.Errorf("applying the status of %d hooks: %w", len(list), err)
 	}
+	// The entries write of this pass follows: it must expect our own write.
+	if rv := u.GetResourceVersion(); rv != "" {
+		inv.ResourceVersion = rv
+	}
 	return nil
 }

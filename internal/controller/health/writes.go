@@ -77,11 +77,17 @@ func (h *HealthController) writeInventoryHealth(ctx context.Context, a *assessme
 	return nil
 }
 
-// inventoryMeta is the metadata of an apply to inv. The uid is a precondition: an apply
-// never re-creates an inventory that the controller-manager deleted meanwhile (it fails
-// with a conflict instead, and the next pass sees the deletion).
+// inventoryMeta is the metadata of an apply to inv, with two preconditions. The uid: an
+// apply never re-creates an inventory that the controller-manager deleted meanwhile. The
+// resourceVersion: an apply built from a cache that lags behind the controller-manager
+// never brings back an entry or hook it has just dropped. Either fails with a conflict,
+// which the queue retries once the cache has caught up.
 func inventoryMeta(inv *v1alpha1.ReleaseInventory) map[string]any {
-	return map[string]any{"name": inv.Name, "namespace": inv.Namespace, "uid": string(inv.UID)}
+	m := map[string]any{"name": inv.Name, "namespace": inv.Namespace, "uid": string(inv.UID)}
+	if inv.ResourceVersion != "" {
+		m["resourceVersion"] = inv.ResourceVersion
+	}
+	return m
 }
 
 // writeError is a failed write of the observer's own fields: transient, so the pass

@@ -74,3 +74,42 @@ func TestWriteNeverRecreatesADeletedInventory(t *testing.T) {
 		t.Fatalf("the inventory was re-created: %v", err)
 	}
 }
+
+// staleInventoryReader serves a fixed, old ReleaseInventory, as a lagging cache would.
+type staleInventoryReader struct {
+	client.Reader
+	inv *v1alpha1.ReleaseInventory
+}
+
+func (r staleInventoryReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if inv, ok := obj.(*v1alpha1.ReleaseInventory); ok {
+		r.inv.DeepCopyInto(inv)
+		return nil
+	}
+	return r.Reader.Get(ctx, key, obj, opts...)
+}
+
+// TestStaleCacheNeverRevivesADroppedEntry: a pass that read the inventory before the
+// controller-manager dropped an entry fails with a conflict instead of bringing the
+// entry back; the next pass, on fresh data, succeeds.
+func TestStaleCacheNeverRevivesADroppedEntry(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.configMapRules("rules", readyRule)
+	f.release(localRules(0), 0)
+	f.configMap("a", "true")
+	f.configMap("b", "true")
+	f.inventory(cm("a", 0, ""), cm("b", 0, ""))
+	stale := f.getInventory()
+	f.inventory(cm("a", 0, "")) // b dropped before the observer ever wrote it
+	f.h.Reader = staleInventoryReader{Reader: env.Client, inv: stale}
+	if _, err := f.h.syncHandler(f.ctx, f.key); err == nil {
+		t.Fatal("a pass on a stale inventory wrote it")
+	}
+	if es := f.getInventory().Entries; len(es) != 1 || es[0].Name != "a" {
+		t.Fatalf("entries = %+v, want only a", es)
+	}
+	f.h.Reader = env.Client
+	f.pass()
+	f.expectEntry("a", v1alpha1.StateHealthy, "")
+}
