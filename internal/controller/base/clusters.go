@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
@@ -198,7 +199,7 @@ func (r *dynamicReader) Get(ctx context.Context, gvr schema.GroupVersionResource
 	if namespace != "" {
 		ri = r.client.Resource(gvr).Namespace(namespace)
 	}
-	u, err := ri.Get(ctx, name, metav1GetOptions)
+	u, err := ri.Get(ctx, name, metav1.GetOptions{})
 	if err == nil || !IsConnectionError(err) {
 		return u, err
 	}

@@ -2,6 +2,7 @@ package base
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -175,5 +176,5 @@ func (c *Controller) handleErr(key string, res Result, err error) {
 
 func isTerminal(err error) bool {
 	var t terminalError
-	return errorsAs(err, &t)
+	return errors.As(err, &t)
 }

@@ -174,10 +174,11 @@ func (h *HealthController) syncHandler(ctx context.Context, key string) (base.Re
 			}
 			pending = append(pending, targetAssessment)
 		} else {
-			if err := h.writeHealth(ctx, rel, a.healthStatus(rel)); err != nil {
+			hs := a.healthStatus(rel)
+			if err := h.writeHealth(ctx, rel, hs); err != nil {
 				return base.Result{}, err
 			}
-			pending = append(pending, a.pendingTargets(rel)...)
+			pending = append(pending, a.pendingTargets(hs)...)
 			e = edges{waveCompleted: a.waveCompleted, renderAdvanced: a.renderAdvanced}
 		}
 	}

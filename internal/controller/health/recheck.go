@@ -45,15 +45,16 @@ func progressBackoff(count int, interval time.Duration) time.Duration {
 }
 
 // pendingTargets lists the targets that keep the Release's re-check going: each entry
-// that is not Healthy, and render-pending while the condition is Pending.
-func (a *assessment) pendingTargets(rel *v1alpha1.Release) []string {
+// that is not Healthy, and render-pending while the condition (hs, as written this pass)
+// is Pending.
+func (a *assessment) pendingTargets(hs healthStatus) []string {
 	var out []string
 	for i := range a.entries {
 		if a.entries[i].state != v1alpha1.StateHealthy {
 			out = append(out, targetObject(a.entries[i].key.String()))
 		}
 	}
-	if a.healthStatus(rel).reason == v1alpha1.ReasonPending {
+	if hs.reason == v1alpha1.ReasonPending {
 		out = append(out, targetRenderPending)
 	}
 	return out
