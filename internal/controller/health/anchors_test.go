@@ -15,8 +15,7 @@ import (
 func TestAnchorsSurviveRestart(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.configMapRules("rules", readyRule)
-	f.release(localRules(5*time.Minute), 0)
+	f.readyRelease(5*time.Minute, 0)
 	f.lastAttempted("r1")
 	f.configMap("a", "false")
 	f.inventory(cm("a", 0, "r1"))
@@ -84,8 +83,7 @@ func TestAnchorsSurviveRestart(t *testing.T) {
 func TestNoDeadlineStaysProgressing(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.configMapRules("rules", readyRule)
-	f.release(localRules(0), 0)
+	f.readyRelease(0, 0)
 	f.configMap("a", "false")
 	f.inventory(cm("a", 0, ""))
 	f.pass()

@@ -12,8 +12,7 @@ import (
 func TestWaveCompleteEdge(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.configMapRules("rules", readyRule)
-	f.release(localRules(0), 0)
+	f.readyRelease(0, 0)
 	f.lastAttempted("r1")
 	f.configMap("w0", "true")
 	f.configMap("w1a", "true")
@@ -73,8 +72,7 @@ func item(wave int32, now, before v1alpha1.HealthState) itemResult {
 func TestRenderAdvancedEdge(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.configMapRules("rules", readyRule)
-	f.release(localRules(0), 0)
+	f.readyRelease(0, 0)
 	f.configMap("a", "false")
 	f.lastAttempted("r1")
 	f.inventory(cm("a", 0, "r1"))
@@ -97,8 +95,7 @@ func TestRenderAdvancedEdge(t *testing.T) {
 func TestFailedSyncIsRetried(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.configMapRules("rules", readyRule)
-	f.release(localRules(0), 0)
+	f.readyRelease(0, 0)
 	f.configMap("a", "true")
 	f.inventory(cm("a", 0, "r1"))
 	f.api.fail.Store(true)
@@ -121,8 +118,7 @@ func TestFailedSyncIsRetried(t *testing.T) {
 func TestRecheckBackoff(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.configMapRules("rules", readyRule)
-	f.release(localRules(0), 0)
+	f.readyRelease(0, 0)
 	f.configMap("a", "false")
 	f.configMap("b", "true")
 	f.inventory(cm("a", 0, ""), cm("b", 0, ""))
@@ -158,8 +154,7 @@ func TestRecheckBackoff(t *testing.T) {
 func TestRecheckIntervalCapAndIdle(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.configMapRules("rules", readyRule)
-	f.release(localRules(0), 5*time.Second)
+	f.readyRelease(0, 5*time.Second)
 	f.configMap("a", "false")
 	f.inventory(cm("a", 0, ""))
 	var got []time.Duration
@@ -204,8 +199,7 @@ func TestProgressBackoffAndJitter(t *testing.T) {
 func TestSyncNotFoundIsNotRetried(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.configMapRules("rules", readyRule)
-	f.release(localRules(0), 0)
+	f.readyRelease(0, 0)
 	f.configMap("a", "true")
 	f.inventory(cm("a", 0, "r1"))
 	f.api.notFound.Store(true)

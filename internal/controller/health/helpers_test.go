@@ -1,13 +1,17 @@
 package health
 
 import (
+	"time"
+
 	"github.com/go-logr/logr"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
+	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
 	"github.com/kumodo/convoy-observer/internal/controller/base"
 )
 
@@ -41,3 +45,27 @@ func deleteRuleSet(t interface {
 }
 
 func testLogger() logr.Logger { return logr.Discard() }
+
+// readyRelease creates the HealthRuleSet "rules" (a ConfigMap passes when data.ready is
+// "true") and a Release selecting it, with a deadline and an interval (0: none).
+func (f *fixture) readyRelease(deadline, interval time.Duration) {
+	f.t.Helper()
+	f.configMapRules("rules", readyRule)
+	f.release(localRules(deadline), interval)
+}
+
+// setShard moves the fixture's Cluster to shard and returns it.
+func (f *fixture) setShard(shard string) *v1alpha1.Cluster {
+	f.t.Helper()
+	cl := &v1alpha1.Cluster{}
+	must(f.t, env.Client.Get(f.ctx, clientKey(f.ns, "target"), cl))
+	cl.Spec.Shard = shard
+	must(f.t, env.Client.Update(f.ctx, cl))
+	return cl
+}
+
+// complete returns the conditions of a Job that completed, in the order the Job
+// controller sets them.
+func complete(message string) []batchv1.JobCondition {
+	return []batchv1.JobCondition{cond("SuccessCriteriaMet", "CompletionsReached", ""), cond(batchv1.JobComplete, "CompletionsReached", message)}
+}

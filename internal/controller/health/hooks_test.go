@@ -223,8 +223,8 @@ func TestHookReArmed(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	f.release(nil, 0)
-	f.job("a", cond("SuccessCriteriaMet", "CompletionsReached", ""), cond(batchv1.JobComplete, "CompletionsReached", ""))
-	f.job("b", cond("SuccessCriteriaMet", "CompletionsReached", ""), cond(batchv1.JobComplete, "CompletionsReached", ""))
+	f.job("a", complete("")...)
+	f.job("b", complete("")...)
 	armed := t0.Add(-time.Minute)
 	f.hooks(hook{name: "a", kind: "Job", workload: "a", createdAt: armed}, hook{name: "b", kind: "Job", workload: "b", createdAt: armed})
 	f.pass()
@@ -249,8 +249,7 @@ func TestHookReArmed(t *testing.T) {
 func TestDeletionPollsHooksOnly(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.configMapRules("rules", readyRule)
-	f.release(localRules(0), 0)
+	f.readyRelease(0, 0)
 	f.configMap("a", "true")
 	f.inventory(cm("a", 0, ""))
 	f.pass()
@@ -284,7 +283,7 @@ func TestDeletionPollsHooksOnly(t *testing.T) {
 	j.Status.StartTime = &metav1.Time{Time: t0}
 	j.Status.CompletionTime = &metav1.Time{Time: t0}
 	j.Status.Succeeded = 1
-	j.Status.Conditions = []batchv1.JobCondition{cond("SuccessCriteriaMet", "CompletionsReached", ""), cond(batchv1.JobComplete, "CompletionsReached", "")}
+	j.Status.Conditions = complete("")
 	must(t, env.Client.Status().Update(f.ctx, j))
 	res = f.pass()
 	f.expectHook("pre-delete", v1alpha1.HookSucceeded, "CompletionsReached")
@@ -309,7 +308,7 @@ func TestHookReArmedWithinTheSecond(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	f.release(nil, 0)
-	f.job("j1", cond("SuccessCriteriaMet", "CompletionsReached", ""), cond(batchv1.JobComplete, "CompletionsReached", "done"))
+	f.job("j1", complete("done")...)
 	f.hooks(hook{name: "h", kind: "Job", workload: "j1", createdAt: t0.Add(-5 * time.Second)})
 	f.pass()
 	f.expectHook("h", v1alpha1.HookSucceeded, "CompletionsReached: done")
@@ -357,12 +356,12 @@ func TestHookReArmedWithinTheSecondAndDone(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	f.release(nil, 0)
-	f.job("j1", cond("SuccessCriteriaMet", "CompletionsReached", ""), cond(batchv1.JobComplete, "CompletionsReached", "done"))
+	f.job("j1", complete("done")...)
 	f.hooks(hook{name: "h", kind: "Job", workload: "j1", createdAt: t0.Add(-5 * time.Second)})
 	f.clock.Step(1500 * time.Millisecond)
 	f.pass()
 	syncs := f.api.syncs.Load()
-	f.job("j2", cond("SuccessCriteriaMet", "CompletionsReached", ""), cond(batchv1.JobComplete, "CompletionsReached", "done"))
+	f.job("j2", complete("done")...)
 	f.hooks(hook{name: "h", kind: "Job", workload: "j2", createdAt: t0.Add(1800 * time.Millisecond)})
 	f.clock.Step(1500 * time.Millisecond)
 	f.pass()

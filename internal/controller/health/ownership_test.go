@@ -14,8 +14,7 @@ import (
 func TestFieldOwnership(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.configMapRules("rules", readyRule)
-	f.release(localRules(0), 0)
+	f.readyRelease(0, 0)
 	f.configMap("a", "false")
 	f.inventory(cm("a", 0, "r1"))
 	f.pass()
@@ -56,8 +55,7 @@ func TestFieldOwnership(t *testing.T) {
 func TestDroppedEntryVanishes(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.configMapRules("rules", readyRule)
-	f.release(localRules(0), 0)
+	f.readyRelease(0, 0)
 	f.configMap("a", "true")
 	f.configMap("b", "true")
 	f.inventory(cm("a", 0, ""), cm("b", 0, ""))
@@ -86,8 +84,7 @@ func TestDroppedEntryVanishes(t *testing.T) {
 func TestClusterScopedAndNamespacedEntries(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.configMapRules("rules", readyRule)
-	f.release(localRules(0), 0)
+	f.readyRelease(0, 0)
 	f.configMap("pv1", "true")
 	f.inventory(
 		cmEntry{version: "v1", kind: "PersistentVolume", resource: "persistentvolumes", name: "pv1"},

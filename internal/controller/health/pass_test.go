@@ -48,10 +48,7 @@ func TestNotConfigured(t *testing.T) {
 func TestShardGateSkipsForeignRelease(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	cl := &v1alpha1.Cluster{}
-	must(t, env.Client.Get(f.ctx, clientKey(f.ns, "target"), cl))
-	cl.Spec.Shard = "other"
-	must(t, env.Client.Update(f.ctx, cl))
+	f.setShard("other")
 	f.release(nil, time.Minute)
 	res := f.pass()
 	if res.RequeueAfter != 0 {
@@ -69,8 +66,7 @@ func TestShardGateSkipsForeignRelease(t *testing.T) {
 func TestEmptyInventoryIsEmptyResult(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.configMapRules("rules", readyRule)
-	f.release(localRules(0), 0)
+	f.readyRelease(0, 0)
 	f.pass() // no inventory at all
 	c := f.expectCondition(metav1.ConditionTrue, v1alpha1.ReasonHealthy)
 	if c.Message != "0/0 healthy" {
@@ -87,8 +83,7 @@ func TestEmptyInventoryIsEmptyResult(t *testing.T) {
 func TestAssessAndSummary(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.configMapRules("rules", readyRule)
-	f.release(localRules(0), 0)
+	f.readyRelease(0, 0)
 	f.lastAttempted("r1")
 	f.configMap("a", "true")
 	f.configMap("b", "false")
@@ -120,8 +115,7 @@ func TestAssessAndSummary(t *testing.T) {
 func TestPendingWhileRenderNotCurrent(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.configMapRules("rules", readyRule)
-	f.release(localRules(0), 0)
+	f.readyRelease(0, 0)
 	f.configMap("a", "true")
 	f.lastAttempted("r2")
 	f.inventory(cm("a", 0, "r1"))
@@ -165,8 +159,7 @@ func TestSelectorSemantics(t *testing.T) {
 func TestCompileErrorKeepsSummary(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.configMapRules("rules", readyRule)
-	f.release(localRules(0), 0)
+	f.readyRelease(0, 0)
 	f.configMap("a", "true")
 	f.inventory(cm("a", 0, ""))
 	f.pass()
@@ -196,8 +189,7 @@ func TestCompileErrorKeepsSummary(t *testing.T) {
 func TestMissingClusterKeepsSummary(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.configMapRules("rules", readyRule)
-	f.release(localRules(0), 0)
+	f.readyRelease(0, 0)
 	f.configMap("a", "false")
 	f.inventory(cm("a", 0, ""))
 	f.pass()
@@ -224,8 +216,7 @@ func TestMissingClusterKeepsSummary(t *testing.T) {
 func TestKubeconfigSecretErrors(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.configMapRules("rules", readyRule)
-	f.release(localRules(0), 0)
+	f.readyRelease(0, 0)
 	f.inventory(cm("a", 0, ""))
 	cl := &v1alpha1.Cluster{}
 	must(t, env.Client.Get(f.ctx, clientKey(f.ns, "target"), cl))
@@ -257,8 +248,7 @@ func TestKubeconfigSecretErrors(t *testing.T) {
 func TestEntryGauges(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.configMapRules("rules", readyRule)
-	f.release(localRules(0), 0)
+	f.readyRelease(0, 0)
 	f.configMap("a", "true")
 	f.configMap("b", "false")
 	f.inventory(cm("a", 0, ""), cm("b", 0, ""))
@@ -283,13 +273,9 @@ func TestEntryGauges(t *testing.T) {
 func TestDeletedClusterOfAnotherShard(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	cl := &v1alpha1.Cluster{}
-	must(t, env.Client.Get(f.ctx, clientKey(f.ns, "target"), cl))
-	cl.Spec.Shard = "x"
-	must(t, env.Client.Update(f.ctx, cl))
+	cl := f.setShard("x")
 	f.h.Shards = newGate("x")
-	f.configMapRules("rules", readyRule)
-	f.release(localRules(0), 0)
+	f.readyRelease(0, 0)
 	f.configMap("a", "true")
 	f.inventory(cm("a", 0, ""))
 	f.pass()
@@ -307,8 +293,7 @@ func TestDeletedClusterOfAnotherShard(t *testing.T) {
 func TestUnservedResourceIsNamed(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.configMapRules("rules", readyRule)
-	f.release(localRules(0), 0)
+	f.readyRelease(0, 0)
 	f.configMap("a", "true")
 	f.inventory(cm("a", 0, ""), cmEntry{version: "v1", kind: "ConfigMap", resource: "ConfigMaps", name: "b"})
 	f.pass()
@@ -343,8 +328,7 @@ func TestSteadyMultiLineMessageIsNotRewritten(t *testing.T) {
 func TestUnavailableAPIServiceIsOneEntry(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.configMapRules("rules", readyRule)
-	f.release(localRules(0), 0)
+	f.readyRelease(0, 0)
 	f.configMap("a", "true")
 	group := f.ns + ".attack.example.com"
 	svc := &unstructured.Unstructured{Object: map[string]any{

@@ -76,8 +76,7 @@ func startManager(t *testing.T, f *fixture) *passCounter {
 func TestLoopDoesNotWakeItself(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.configMapRules("rules", readyRule)
-	f.release(localRules(0), 0)
+	f.readyRelease(0, 0)
 	f.lastAttempted("r1")
 	f.configMap("a", "true")
 	f.inventory(cm("a", 0, "r1"))

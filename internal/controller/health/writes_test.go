@@ -27,8 +27,7 @@ func (failingApply) Apply(context.Context, runtime.ApplyConfiguration, ...client
 func TestFailedInventoryWriteIsRetried(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.configMapRules("rules", readyRule)
-	f.release(localRules(0), 0)
+	f.readyRelease(0, 0)
 	f.configMap("a", "true")
 	f.inventory(cm("a", 0, ""))
 	f.pass()
@@ -49,8 +48,7 @@ func TestFailedInventoryWriteIsRetried(t *testing.T) {
 func TestWriteNeverRecreatesADeletedInventory(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.configMapRules("rules", readyRule)
-	f.release(localRules(0), 0)
+	f.readyRelease(0, 0)
 	f.configMap("a", "false")
 	f.inventory(cm("a", 0, ""))
 	f.hooks(hook{name: "pre", kind: "Job", workload: "missing", createdAt: t0})
@@ -95,8 +93,7 @@ func (r staleInventoryReader) Get(ctx context.Context, key client.ObjectKey, obj
 func TestStaleCacheNeverRevivesADroppedEntry(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.configMapRules("rules", readyRule)
-	f.release(localRules(0), 0)
+	f.readyRelease(0, 0)
 	f.configMap("a", "true")
 	f.configMap("b", "true")
 	f.inventory(cm("a", 0, ""), cm("b", 0, ""))
