@@ -2,6 +2,7 @@ package health_test
 
 import (
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,7 +28,7 @@ const (
 	unknown     = v1alpha1.StateUnknown
 )
 
-// gitopsEngineCases covers every file of shared/fixtures/gitops-engine-health.
+// gitopsEngineCases covers every file of testdata/gitops-engine-health.
 var gitopsEngineCases = map[string]defaultsCase{
 	// No default rule for apiregistration.k8s.io APIServices: passes. Argo: the *-false
 	// files are Progressing.
@@ -120,7 +121,7 @@ var gitopsEngineCases = map[string]defaultsCase{
 	"svc-loadbalancer.yaml":              {healthy, ""},
 }
 
-// objectCases covers every file of shared/cases/objects.
+// objectCases covers every file of testdata/objects.
 var objectCases = map[string]defaultsCase{
 	// 1a: generation 2 = observedGeneration 2, ready 3 = spec 3, updatedReplicas absent
 	// (0, omitempty): Fail. OnDelete waits for someone to delete the pods.
@@ -192,12 +193,12 @@ var defaultsRuleIndex = map[string]int{
 
 func TestDefaultsGitopsEngineFixtures(t *testing.T) {
 	t.Parallel()
-	runDefaultsCases(t, sharedPath(t, "fixtures", "gitops-engine-health"), gitopsEngineCases)
+	runDefaultsCases(t, testdataPath(t, "gitops-engine-health"), gitopsEngineCases)
 }
 
 func TestDefaultsObjectCases(t *testing.T) {
 	t.Parallel()
-	runDefaultsCases(t, sharedPath(t, "cases", "objects"), objectCases)
+	runDefaultsCases(t, testdataPath(t, "objects"), objectCases)
 }
 
 // runDefaultsCases evaluates every file of dir and checks that the table covers
@@ -212,6 +213,9 @@ func runDefaultsCases(t *testing.T, dir string, cases map[string]defaultsCase) {
 	seen := map[string]bool{}
 	for _, e := range entries {
 		name := e.Name()
+		if !strings.HasSuffix(name, ".yaml") {
+			continue // NOTICE, LICENSE
+		}
 		seen[name] = true
 		want, ok := cases[name]
 		if !ok {

@@ -348,8 +348,8 @@ func TestTruncateMessage(t *testing.T) {
 func BenchmarkEvaluate(b *testing.B) {
 	ev := defaultsEvaluator(b)
 	for _, bc := range []struct{ name, path string }{
-		{"fail", sharedDir + "/fixtures/gitops-engine-health/deployment-progressing.yaml"},
-		{"pass", sharedDir + "/cases/objects/06-control-deploy-paused-template-changed.yaml"},
+		{"fail", testdataDir + "/gitops-engine-health/deployment-progressing.yaml"},
+		{"pass", testdataDir + "/objects/06-control-deploy-paused-template-changed.yaml"},
 	} {
 		obj := readObject(b, bc.path).Object
 		b.Run(bc.name, func(b *testing.B) {

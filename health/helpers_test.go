@@ -14,17 +14,17 @@ import (
 	"github.com/kumodo/convoy-observer/health/manifest"
 )
 
-// sharedDir is the project's shared folder, a sibling of the repository: tests run in
-// health/, in this tree and in CI's fresh clone alike.
-const sharedDir = "../../shared"
+// testdataDir is the repository's fixture folder (testdata/ at its root), so the tests
+// need nothing outside a plain clone.
+const testdataDir = "../testdata"
 
-// sharedPath returns a path under sharedDir. A missing folder fails the test: the
+// testdataPath returns a path under testdataDir. A missing file fails the test: the
 // fixtures are part of what the tests check, so they must never skip silently.
-func sharedPath(t *testing.T, elem ...string) string {
+func testdataPath(t testing.TB, elem ...string) string {
 	t.Helper()
-	p := filepath.Join(append([]string{sharedDir}, elem...)...)
+	p := filepath.Join(append([]string{testdataDir}, elem...)...)
 	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("shared fixtures are missing (want %s next to the repository): %v", p, err)
+		t.Fatalf("fixture %s is missing: %v", p, err)
 	}
 	return p
 }

@@ -19,7 +19,7 @@ import (
 // arithmetic break on doubles. That is why every loader must keep int64.
 func TestCase18aIntVsDouble(t *testing.T) {
 	t.Parallel()
-	path := sharedPath(t, "cases", "objects", "18a-cel-int-vs-double.yaml")
+	path := testdataPath(t, "objects", "18a-cel-int-vs-double.yaml")
 	live := readObject(t, path).Object
 	raw, err := os.ReadFile(path)
 	if err != nil {

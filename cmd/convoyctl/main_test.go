@@ -11,8 +11,8 @@ import (
 // defaultsFile is the shipped default rule set, in this repository.
 const defaultsFile = "../../health/convoy-defaults.yaml"
 
-// case18a is the shared case of a Deployment whose counts must stay integers.
-const case18a = "../../../shared/cases/objects/18a-cel-int-vs-double.yaml"
+// case18a is the fixture of a Deployment whose counts must stay integers.
+const case18a = "../../testdata/objects/18a-cel-int-vs-double.yaml"
 
 // writeFile writes content to a new file in a test's temporary folder.
 func writeFile(t *testing.T, name, content string) string {

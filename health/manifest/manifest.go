@@ -6,7 +6,7 @@
 // int64, other numbers float64. Decoding YAML or JSON into map[string]any with
 // sigs.k8s.io/yaml or encoding/json would give float64 for every number, and CEL does
 // not treat double and int alike (`object.spec.replicas + 1` has no overload for a
-// double and an int); see shared/cases case 18a. This package goes through
+// double and an int); see testdata/objects/18a-cel-int-vs-double.yaml. This package goes through
 // apimachinery's unstructured JSON scheme, as the API machinery does.
 //
 //	objs, err := manifest.DecodeObjects(f) // []unstructured.Unstructured
