@@ -1,0 +1,260 @@
+package library_test
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+
+	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
+	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
+	"github.com/kumodo/convoy-observer/health"
+	"github.com/kumodo/convoy-observer/health/library"
+	"github.com/kumodo/convoy-observer/health/manifest"
+)
+
+var update = flag.Bool("update", false, "rewrite the generated table of docs/rule-library.md")
+
+// sharedPrefix marks a case file that lives in the project's shared fixtures, next to
+// the repository (../shared/fixtures), rather than in testdata/.
+const sharedPrefix = "shared:"
+
+// libCase is one entry of testdata/cases.yaml.
+type libCase struct {
+	File        string `json:"file"`
+	State       string `json:"state"`
+	Message     string `json:"message"`
+	Argo        string `json:"argo"`
+	ArgoFixture string `json:"argoFixture"`
+	Why         string `json:"why"`
+}
+
+func readCases(t *testing.T) []libCase {
+	t.Helper()
+	b, err := os.ReadFile("testdata/cases.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cases []libCase
+	if err := yaml.UnmarshalStrict(b, &cases); err != nil {
+		t.Fatalf("testdata/cases.yaml: %v", err)
+	}
+	return cases
+}
+
+// casePath is where the fixture of c is.
+func casePath(t *testing.T, c libCase) string {
+	t.Helper()
+	if rest, ok := strings.CutPrefix(c.File, sharedPrefix); ok {
+		p := filepath.Join("../../../shared/fixtures", rest)
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("shared fixtures are missing (want %s next to the repository): %v", p, err)
+		}
+		return p
+	}
+	return filepath.Join("testdata", c.File)
+}
+
+func libraryEvaluator(t *testing.T) (*health.Evaluator, []extv1alpha1.GlobalHealthRuleSet) {
+	t.Helper()
+	sets, err := library.RuleSets()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := health.NewEvaluator(sets, nil)
+	if err != nil {
+		t.Fatalf("the library does not compile: %v", err)
+	}
+	return ev, sets
+}
+
+// resources names the resource of each kind of the fixtures, as the controller-manager
+// records it in an inventory entry (the resource field the rules match).
+var resources = map[string]string{
+	"APIService": "apiservices", "ClusterIssuer": "clusterissuers", "Certificate": "certificates",
+	"CronJob": "cronjobs", "CustomResourceDefinition": "customresourcedefinitions", "Gateway": "gateways",
+	"GitRepository": "gitrepositories", "HelmRelease": "helmreleases", "HorizontalPodAutoscaler": "horizontalpodautoscalers",
+	"HTTPRoute": "httproutes", "Ingress": "ingresses", "Issuer": "issuers", "Kustomization": "kustomizations",
+	"Namespace": "namespaces", "PodDisruptionBudget": "poddisruptionbudgets", "Rollout": "rollouts",
+	"ScaledObject": "scaledobjects", "Service": "services",
+}
+
+func readObject(t *testing.T, path string) *unstructured.Unstructured {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	objs, err := manifest.DecodeObjects(f)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	if len(objs) != 1 {
+		t.Fatalf("%s: want one object, got %d", path, len(objs))
+	}
+	return &objs[0]
+}
+
+// resource is the plural lowercase resource of the object's kind, as the inventory
+// records it; "" for a kind the table lacks (the test then fails on the verdict).
+func resource(obj *unstructured.Unstructured) string { return resources[obj.GetKind()] }
+
+type verdict struct {
+	state   v1alpha1.HealthState
+	result  health.Result
+	degrade v1alpha1.HealthState // the state once a 5m deadline has passed
+}
+
+func evaluate(ev *health.Evaluator, obj *unstructured.Unstructured) verdict {
+	r := ev.Evaluate(obj.GetAPIVersion(), resource(obj), obj.Object)
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	state, _ := health.DeriveState(r, nil, nil, now)
+	anchor := now.Add(-10 * time.Minute)
+	deadline := 5 * time.Minute
+	late, _ := health.DeriveState(r, &anchor, &deadline, now)
+	return verdict{state: state, result: r, degrade: late}
+}
+
+// TestRuleSets checks the shape of the library: one labelled GlobalHealthRuleSet per
+// file, named after its file, all compiling together with convoy-defaults, and no two
+// rules of the library (or of convoy-defaults) for the same apiVersion and resource, so
+// the order of the sets never decides.
+func TestRuleSets(t *testing.T) {
+	t.Parallel()
+	sets, err := library.RuleSets()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sets) != len(library.FileNames()) || len(sets) == 0 {
+		t.Fatalf("%d sets from %d files", len(sets), len(library.FileNames()))
+	}
+	f, err := os.Open("../convoy-defaults.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	defaults, _, err := manifest.DecodeRuleSets(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := health.NewEvaluator(append(slices.Clone(sets), defaults...), nil); err != nil {
+		t.Fatalf("library + convoy-defaults do not compile: %v", err)
+	}
+	owner := map[string]string{}
+	for _, set := range append(slices.Clone(defaults), sets...) {
+		for i, r := range set.Spec.Rules {
+			for _, res := range r.Resources {
+				k := r.APIVersion + " " + res
+				if prev, dup := owner[k]; dup {
+					t.Errorf("%s: rule %d of %s and %s both judge it", k, i, set.Name, prev)
+				}
+				owner[k] = fmt.Sprintf("rule %d of %s", i, set.Name)
+			}
+		}
+	}
+	for i, name := range library.FileNames() {
+		s := sets[i]
+		stem := strings.TrimSuffix(name, ".yaml")
+		if s.Name != "library-"+stem {
+			t.Errorf("%s: name %q, want library-%s", name, s.Name, stem)
+		}
+		if s.Labels[library.LabelLibrary] != "true" || s.Labels[library.LabelSet] != stem {
+			t.Errorf("%s: labels %v, want %s=true and %s=%s", name, s.Labels, library.LabelLibrary, library.LabelSet, stem)
+		}
+		for j, r := range s.Spec.Rules {
+			if r.MessageExpression == "" {
+				t.Errorf("%s rule %d has no messageExpression", s.Name, j)
+			}
+		}
+	}
+}
+
+// TestCases evaluates every fixture of testdata/cases.yaml and checks the state and
+// message, that a failure turns Degraded once a deadline has passed, that every fixture
+// file is a case, and that every rule of the library decides at least one failing case
+// and passes at least one other.
+func TestCases(t *testing.T) {
+	t.Parallel()
+	ev, sets := libraryEvaluator(t)
+	cases := readCases(t)
+	failed := map[string]bool{} // "set index" of rules that decided a failure
+	passedKinds := map[string]bool{}
+	seen := map[string]bool{}
+	for _, c := range cases {
+		if seen[c.File] {
+			t.Errorf("%s: listed twice", c.File)
+		}
+		seen[c.File] = true
+		obj := readObject(t, casePath(t, c))
+		v := evaluate(ev, obj)
+		if string(v.state) != c.State || v.result.Message != c.Message {
+			t.Errorf("%s: got %s %q, want %s %q", c.File, v.state, v.result.Message, c.State, c.Message)
+		}
+		switch v.result.Outcome {
+		case health.Fail:
+			failed[fmt.Sprintf("%s %d", v.result.RuleSet, v.result.RuleIndex)] = true
+			if v.degrade != v1alpha1.StateDegraded {
+				t.Errorf("%s: %s after the deadline, want Degraded", c.File, v.degrade)
+			}
+		case health.Pass:
+			passedKinds[obj.GetAPIVersion()+" "+resource(obj)] = true
+		default:
+			t.Errorf("%s: evaluation error: %s", c.File, v.result.Message)
+		}
+		if c.Argo == "" || c.ArgoFixture == "" {
+			t.Errorf("%s: no Argo CD verdict", c.File)
+		}
+		if c.Argo != c.State && !(c.Argo == "Degraded" && c.State == "Progressing") && c.Why == "" {
+			t.Errorf("%s: differs from Argo CD (%s) without saying why", c.File, c.Argo)
+		}
+	}
+	err := filepath.WalkDir("testdata", func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || p == filepath.Join("testdata", "cases.yaml") || p == filepath.Join("testdata", "README.md") {
+			return err
+		}
+		rel, _ := filepath.Rel("testdata", p)
+		if !seen[filepath.ToSlash(rel)] {
+			t.Errorf("%s is not in testdata/cases.yaml", rel)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range sets {
+		for i, r := range s.Spec.Rules {
+			// A rule for another served version of the same kind, with the very same
+			// expressions, is covered by the tests of its twin.
+			twins := []int{i}
+			for j, o := range s.Spec.Rules {
+				if j != i && o.RuleExpression == r.RuleExpression && o.MessageExpression == r.MessageExpression {
+					twins = append(twins, j)
+				}
+			}
+			decides := false
+			for _, j := range twins {
+				decides = decides || failed[fmt.Sprintf("%s/%s %d", health.KindGlobalHealthRuleSet, s.Name, j)]
+			}
+			if !decides {
+				t.Errorf("rule %d of %s (%s %v) decides no failing case", i, s.Name, r.APIVersion, r.Resources)
+			}
+			passes := false
+			for _, j := range twins {
+				for _, res := range s.Spec.Rules[j].Resources {
+					passes = passes || passedKinds[s.Spec.Rules[j].APIVersion+" "+res]
+				}
+			}
+			if !passes {
+				t.Errorf("rule %d of %s (%s %v) passes no case", i, s.Name, r.APIVersion, r.Resources)
+			}
+		}
+	}
+}
