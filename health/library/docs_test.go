@@ -25,9 +25,9 @@ func TestDocsTable(t *testing.T) {
 	b.WriteString("| Fixture | Argo CD | convoy-observer | Message | Why they differ |\n")
 	b.WriteString("|---|---|---|---|---|\n")
 	for _, c := range readCases(t) {
-		file := "[" + strings.TrimPrefix(c.File, sharedPrefix) + "](../" + repoTestdir + c.File + ")"
-		if strings.HasPrefix(c.File, sharedPrefix) {
-			file = "shared/fixtures/" + strings.TrimPrefix(c.File, sharedPrefix)
+		file := "[" + c.File + "](../" + repoTestdir + c.File + ")"
+		if rest, ok := strings.CutPrefix(c.File, gitopsEnginePrefix); ok {
+			file = "[gitops-engine " + rest + "](../testdata/gitops-engine-health/" + rest + ")"
 		}
 		state := c.State
 		if state == "Progressing" {

@@ -22,9 +22,12 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the generated table of docs/rule-library.md")
 
-// sharedPrefix marks a case file that lives in the project's shared fixtures, next to
-// the repository (../shared/fixtures), rather than in testdata/.
-const sharedPrefix = "shared:"
+// gitopsEnginePrefix marks a case file that is one of gitops-engine's own fixtures,
+// kept unchanged with their notice in the repository's testdata/gitops-engine-health.
+const (
+	gitopsEnginePrefix = "gitops-engine:"
+	gitopsEngineDir    = "../../testdata/gitops-engine-health"
+)
 
 // libCase is one entry of testdata/cases.yaml.
 type libCase struct {
@@ -52,12 +55,8 @@ func readCases(t *testing.T) []libCase {
 // casePath is where the fixture of c is.
 func casePath(t *testing.T, c libCase) string {
 	t.Helper()
-	if rest, ok := strings.CutPrefix(c.File, sharedPrefix); ok {
-		p := filepath.Join("../../../shared/fixtures", rest)
-		if _, err := os.Stat(p); err != nil {
-			t.Fatalf("shared fixtures are missing (want %s next to the repository): %v", p, err)
-		}
-		return p
+	if rest, ok := strings.CutPrefix(c.File, gitopsEnginePrefix); ok {
+		return filepath.Join(gitopsEngineDir, rest)
 	}
 	return filepath.Join("testdata", c.File)
 }
