@@ -50,6 +50,23 @@ func (e terminalError) Unwrap() error { return e.err }
 // Terminal marks err as not worth a retry.
 func Terminal(err error) error { return terminalError{err} }
 
+type quietError struct{ err error }
+
+func (e quietError) Error() string { return e.err.Error() }
+func (e quietError) Unwrap() error { return e.err }
+
+// Quiet marks err as expected: the key is retried with the rate limiter like after any
+// transient error, but the failure is logged at V(1) instead of error level. For a
+// write that lost a precondition race (a lagging cache, a concurrent writer) and for a
+// pass cut off by shutdown.
+func Quiet(err error) error { return quietError{err} }
+
+// IsQuiet reports whether err was marked with Quiet.
+func IsQuiet(err error) bool {
+	var q quietError
+	return errors.As(err, &q)
+}
+
 // Controller runs workers over a rate-limited work queue of keys. It implements
 // manager.Runnable and needs leader election.
 type Controller struct {
@@ -168,6 +185,9 @@ func (c *Controller) handleErr(key string, res Result, err error) {
 	case isTerminal(err):
 		log.Error(err, "dropping key after a terminal error")
 		c.Queue.Forget(key)
+	case IsQuiet(err):
+		log.V(1).Info("pass requeued", "reason", err.Error(), "retries", c.Queue.NumRequeues(key))
+		c.Queue.AddRateLimited(key)
 	default:
 		log.Error(err, "pass failed, retrying", "retries", c.Queue.NumRequeues(key))
 		c.Queue.AddRateLimited(key)

@@ -3,8 +3,11 @@ package base
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/go-logr/logr"
 )
 
 // TestRateLimiterSaturates: 5ms doubling to 1000s; the 18th failure waits 10m55.36s and
@@ -106,5 +109,43 @@ func TestTerminalErrorIsDropped(t *testing.T) {
 	c.handleErr("bad key", Result{}, Terminal(errors.New("malformed")))
 	if n := c.Queue.NumRequeues("bad key"); n != 0 || c.Queue.Len() != 0 {
 		t.Fatalf("terminal error requeued: %d, len %d", n, c.Queue.Len())
+	}
+}
+
+// errorSink records the messages logged at error level and at V(1).
+type errorSink struct {
+	errors, debug []string
+}
+
+func (s *errorSink) Init(logr.RuntimeInfo)          {}
+func (s *errorSink) Enabled(int) bool               { return true }
+func (s *errorSink) WithValues(...any) logr.LogSink { return s }
+func (s *errorSink) WithName(string) logr.LogSink   { return s }
+func (s *errorSink) Info(level int, msg string, _ ...any) {
+	if level > 0 {
+		s.debug = append(s.debug, msg)
+	}
+}
+func (s *errorSink) Error(_ error, msg string, _ ...any) { s.errors = append(s.errors, msg) }
+
+// TestQuietErrorIsRetriedAtV1: a Quiet error is retried with the rate limiter like any
+// transient error, and logged at V(1), never at error level.
+func TestQuietErrorIsRetriedAtV1(t *testing.T) {
+	t.Parallel()
+	c := NewController("test-quiet", 1, nil)
+	defer c.Queue.ShutDown()
+	sink := &errorSink{}
+	c.Log = logr.New(sink)
+	err := fmt.Errorf("applying hooks: %w", Quiet(errors.New("conflict")))
+	c.handleErr("demo/app1", Result{}, err)
+	if n := c.Queue.NumRequeues("demo/app1"); n != 1 {
+		t.Fatalf("quiet error: %d rate-limited requeues, want 1", n)
+	}
+	if len(sink.errors) != 0 || len(sink.debug) != 1 {
+		t.Fatalf("quiet error logged errors %q, debug %q", sink.errors, sink.debug)
+	}
+	c.handleErr("demo/app2", Result{}, errors.New("loud"))
+	if len(sink.errors) != 1 {
+		t.Fatalf("a transient error was not logged at error level: %q", sink.errors)
 	}
 }

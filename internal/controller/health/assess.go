@@ -54,8 +54,9 @@ type prior struct {
 	assessedRenderRef string
 }
 
-// assess evaluates the rules against every recorded entry of rel's inventory and
-// writes the results to the inventory (spec/health-loop.txt, "Assessment"). An error
+// assess evaluates the rules against every recorded entry of rel's inventory
+// (spec/health-loop.txt, "Assessment"); it writes nothing: the pass applies the result
+// with writeInventoryHealth (step 8) after every computation is done. An error
 // means the whole Release could not be assessed: a rule set that does not compile, a
 // selector that does not parse, a missing or unreachable Cluster.
 func (h *HealthController) assess(ctx context.Context, rel *v1alpha1.Release, pi passInventory, cluster *v1alpha1.Cluster, clusterErr error) (*assessment, error) {
@@ -81,7 +82,7 @@ func (h *HealthController) assess(ctx context.Context, rel *v1alpha1.Release, pi
 	entries, stale := pi.own.RecordedEntries(pi.inv, inventory.FieldManagerInventory)
 	a.stale = stale
 	if len(entries) == 0 {
-		return a, h.writeInventoryHealth(ctx, a)
+		return a, nil
 	}
 	// 4. The target cluster.
 	if clusterErr != nil {
@@ -106,10 +107,7 @@ func (h *HealthController) assess(ctx context.Context, rel *v1alpha1.Release, pi
 		}
 	}
 	a.waveCompleted = frontierWaveCompleted(results)
-	// 8. Write.
-	if err := h.writeInventoryHealth(ctx, a); err != nil {
-		return nil, err
-	}
+	// 8. The pass writes the result (writeInventoryHealth).
 	return a, nil
 }
 

@@ -2,7 +2,6 @@ package health
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -99,12 +98,23 @@ func (h *HealthController) SetupWithManager(ctx context.Context, mgr manager.Man
 func (h *HealthController) SyncHandler() base.SyncFunc { return h.syncHandler }
 
 // syncHandler does one pass for the Release key namespace/name (spec/health-loop.txt,
-// "One pass"). An error is transient (the queue retries the key): a failed write or a
-// failed sync request. Everything the rules or the target say lands in the Release's
-// condition and the inventory instead.
-func (h *HealthController) syncHandler(ctx context.Context, key string) (base.Result, error) {
+// "One pass"). It computes first and writes last: it polls the hooks and assesses the
+// entries without writing, then applies the hooks, the entries and the Healthy
+// condition in that order, each write carrying the resourceVersion that the previous
+// one produced, and only then sends the sync request. Reads of target objects are
+// judged (they land in the condition and the inventory); every failed write of the
+// observer's own fields and a failed sync request are returned, so the queue retries
+// the key with its rate limit. A write that lost a precondition race, and a pass cut off
+// by shutdown, are base.Quiet: retried without an error-level line. A cancelled pass
+// writes nothing.
+func (h *HealthController) syncHandler(ctx context.Context, key string) (_ base.Result, err error) {
 	log := h.Log.WithValues("release", key)
 	ctx = logr.NewContext(ctx, log)
+	defer func() {
+		if err != nil && ctx.Err() != nil {
+			err = base.Quiet(fmt.Errorf("pass stopped: %w", err))
+		}
+	}()
 	namespace, name, ok := strings.Cut(key, "/")
 	if !ok {
 		return base.Result{}, base.Terminal(fmt.Errorf("malformed key %q", key))
@@ -133,51 +143,42 @@ func (h *HealthController) syncHandler(ctx context.Context, key string) (base.Re
 	}
 
 	// The inventory, read once for the hooks and the assessment of this pass.
-	inv := h.readInventory(ctx, rel)
+	inv, err := h.readInventory(ctx, rel)
+	if err != nil {
+		return base.Result{}, err
+	}
 
 	// 3. Deletion: only hooks.
 	if rel.DeletionTimestamp != nil {
-		hooks, err := h.pollHooks(ctx, rel, inv, cluster, clusterErr)
-		if err != nil {
-			log.Error(err, "polling hooks")
-		}
-		if err := h.wake(ctx, rel, edges{hooksFinished: hooks.finished}); err != nil {
+		hooks := h.pollHooks(ctx, rel, inv, cluster, clusterErr)
+		e := edges{hooksFinished: hooks.finished}
+		if err := h.commit(ctx, rel, inv, hooks, nil, nil, e); err != nil {
 			return base.Result{}, err
 		}
 		return h.scheduleHealthRecheck(key, rel, hooks.pendingTargets()), nil
 	}
 
 	// 4. Hooks.
-	hooks, err := h.pollHooks(ctx, rel, inv, cluster, clusterErr)
-	if err != nil {
-		log.Error(err, "polling hooks")
-	}
+	hooks := h.pollHooks(ctx, rel, inv, cluster, clusterErr)
 
 	// 5. Health.
+	var a *assessment
+	var hs healthStatus
 	var pending []string
 	var e edges
 	if rel.Spec.HealthAssessment == nil {
-		if err := h.writeHealth(ctx, rel, notConfigured(rel)); err != nil {
-			return base.Result{}, err
-		}
+		hs = notConfigured(rel)
 	} else {
-		a, err := h.assess(ctx, rel, inv, cluster, clusterErr)
-		var werr *writeError
-		if errors.As(err, &werr) {
-			return base.Result{}, err // our own write failed: retry, the Release is not Unknown
-		}
-		if err != nil {
-			log.Info("assessment failed", "reason", err.Error())
-			assessmentFailures.WithLabelValues(rel.Namespace, rel.Name).Inc()
-			if werr := h.writeHealth(ctx, rel, assessFailed(rel, err)); werr != nil {
-				return base.Result{}, werr
+		var err error
+		if a, err = h.assess(ctx, rel, inv, cluster, clusterErr); err != nil {
+			if ctx.Err() == nil {
+				log.Info("assessment failed", "reason", err.Error())
+				assessmentFailures.WithLabelValues(rel.Namespace, rel.Name).Inc()
 			}
+			hs = assessFailed(rel, err)
 			pending = append(pending, targetAssessment)
 		} else {
-			hs := a.healthStatus(rel)
-			if err := h.writeHealth(ctx, rel, hs); err != nil {
-				return base.Result{}, err
-			}
+			hs = a.healthStatus(rel)
 			pending = append(pending, a.pendingTargets(hs)...)
 			e = edges{waveCompleted: a.waveCompleted, renderAdvanced: a.renderAdvanced}
 		}
@@ -185,8 +186,8 @@ func (h *HealthController) syncHandler(ctx context.Context, key string) (base.Re
 	e.hooksFinished = hooks.finished
 	pending = append(pending, hooks.pendingTargets()...)
 
-	// 6. Wake the controller.
-	if err := h.wake(ctx, rel, e); err != nil {
+	// Writes, then 6. wake the controller.
+	if err := h.commit(ctx, rel, inv, hooks, a, &hs, e); err != nil {
 		return base.Result{}, err
 	}
 
@@ -194,29 +195,84 @@ func (h *HealthController) syncHandler(ctx context.Context, key string) (base.Re
 	return h.scheduleHealthRecheck(key, rel, pending), nil
 }
 
+// commit is the write half of a pass: the hooks' status, the entries' health and the
+// Healthy condition (hs nil: none, during deletion), then the sync request when the pass
+// has an edge. The edge is armed before the first write, so a pass that fails after
+// persisting a finished hook or a completed wave still sends the request on its retry,
+// although that retry no longer sees the edge. A cancelled context writes nothing.
+func (h *HealthController) commit(ctx context.Context, rel *v1alpha1.Release, inv passInventory, hooks hookOutcome, a *assessment, hs *healthStatus, e edges) error {
+	if err := ctx.Err(); err != nil {
+		return err // shutdown: what this pass computed from cut-off reads is not the truth
+	}
+	if e.any() {
+		h.armWake(base.KeyOf(rel))
+	}
+	rv := inv.resourceVersion()
+	rv, err := h.writeHookStatus(ctx, inv.inv, rv, hooks)
+	if err != nil {
+		return h.writeFailed(ctx, "hooks", err)
+	}
+	if a != nil {
+		if _, err := h.writeInventoryHealth(ctx, a, rv); err != nil {
+			return h.writeFailed(ctx, "entries", err)
+		}
+	}
+	if hs != nil {
+		if err := h.writeHealth(ctx, rel, *hs); err != nil {
+			return h.writeFailed(ctx, "status", err)
+		}
+	}
+	return h.wake(ctx, rel, e)
+}
+
+// writeFailed returns the error of a failed write for the queue. A conflict with the
+// inventory's uid or resourceVersion precondition (the cache lagged behind the
+// controller-manager, or it deleted the inventory) and a NotFound (the object is gone)
+// are expected: counted, logged at V(1), and retried quietly once the cache catches up.
+func (h *HealthController) writeFailed(ctx context.Context, write string, err error) error {
+	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+		writeConflicts.WithLabelValues(write).Inc()
+		h.logFrom(ctx).V(1).Info("write lost a precondition race; retrying", "write", write, "reason", err.Error())
+		return base.Quiet(err)
+	}
+	return err
+}
+
 // passInventory is rel's ReleaseInventory as one pass sees it: read once from the cache,
 // with its field owners parsed once.
 type passInventory struct {
-	// inv is nil when there is no inventory (err is nil then) or it could not be read.
+	// inv is nil when there is no inventory.
 	inv *v1alpha1.ReleaseInventory
+	// own is nil when the managedFields could not be parsed; err says why.
 	own *inventory.Ownership
 	err error
 }
 
+// resourceVersion is the resourceVersion the pass read, the precondition of its first
+// write.
+func (pi passInventory) resourceVersion() string {
+	if pi.inv == nil {
+		return ""
+	}
+	return pi.inv.ResourceVersion
+}
+
 // readInventory reads rel's ReleaseInventory from the cache and parses its managedFields.
-func (h *HealthController) readInventory(ctx context.Context, rel *v1alpha1.Release) passInventory {
+// A failed read is returned (the queue retries); unparsable managedFields are the
+// inventory's error, which the assessment reports.
+func (h *HealthController) readInventory(ctx context.Context, rel *v1alpha1.Release) (passInventory, error) {
 	inv := &v1alpha1.ReleaseInventory{}
 	if err := h.Reader.Get(ctx, client.ObjectKeyFromObject(rel), inv); err != nil {
 		if apierrors.IsNotFound(err) {
-			return passInventory{}
+			return passInventory{}, nil
 		}
-		return passInventory{err: fmt.Errorf("reading ReleaseInventory: %w", err)}
+		return passInventory{}, fmt.Errorf("reading ReleaseInventory %s: %w", base.KeyOf(rel), err)
 	}
 	own, err := inventory.ReadOwnership(inv)
 	if err != nil {
-		return passInventory{err: fmt.Errorf("reading the ReleaseInventory's field owners: %w", err)}
+		return passInventory{inv: inv, err: fmt.Errorf("reading the ReleaseInventory's field owners: %w", err)}, nil
 	}
-	return passInventory{inv: inv, own: own}
+	return passInventory{inv: inv, own: own}, nil
 }
 
 // getCluster reads the target Cluster of rel from the cache; a nil Cluster comes with

@@ -193,20 +193,3 @@ func TestProgressBackoffAndJitter(t *testing.T) {
 		}
 	}
 }
-
-// TestSyncNotFoundIsNotRetried: a 404 from the sync endpoint (the Release is gone) does
-// not fail the pass, and later passes do not send it again.
-func TestSyncNotFoundIsNotRetried(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t)
-	f.readyRelease(0, 0)
-	f.configMap("a", "true")
-	f.inventory(cm("a", 0, "r1"))
-	f.api.notFound.Store(true)
-	f.pass() // fails the test on error
-	f.api.notFound.Store(false)
-	f.pass()
-	if n := f.api.syncs.Load(); n != 0 {
-		t.Fatalf("a 404 was retried: %d requests reached the endpoint", n)
-	}
-}

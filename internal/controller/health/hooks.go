@@ -24,6 +24,8 @@ type hookOutcome struct {
 	finished int
 	// running names the hooks whose state is Running after this pass.
 	running []string
+	// status is the hooks list that writeHookStatus applies; nil when nothing changed.
+	status []any
 }
 
 func (o hookOutcome) pendingTargets() []string {
@@ -40,17 +42,19 @@ var (
 )
 
 // pollHooks polls the workloads of the hooks in the pass's inventory (read from the
-// cache) and writes their state (spec "Hook polling"). It polls a hook that has a
-// workloadName and either no finishedAt or a createdAt after its finishedAt (the
-// controller-manager re-armed it). Its error is for the log only: the pass goes on
-// (spec "One pass" step 4).
-func (h *HealthController) pollHooks(ctx context.Context, rel *v1alpha1.Release, pi passInventory, cluster *v1alpha1.Cluster, clusterErr error) (hookOutcome, error) {
+// cache) and decides their state (spec "Hook polling"); writeHookStatus writes it. It
+// polls a hook that has a workloadName and either no finishedAt or a createdAt after
+// its finishedAt (the controller-manager re-armed it). Polling errors are logged and
+// change nothing (spec "One pass" step 4).
+func (h *HealthController) pollHooks(ctx context.Context, rel *v1alpha1.Release, pi passInventory, cluster *v1alpha1.Cluster, clusterErr error) hookOutcome {
 	var out hookOutcome
-	if pi.err != nil {
-		return out, pi.err
-	}
 	if pi.inv == nil {
-		return out, nil
+		return out
+	}
+	log := h.logFrom(ctx)
+	if pi.err != nil {
+		log.Error(pi.err, "cannot poll hooks")
+		return out
 	}
 	inv := pi.inv
 	hooks, stale := pi.own.RecordedHooks(inv, inventory.FieldManagerHookStatus)
@@ -81,16 +85,21 @@ func (h *HealthController) pollHooks(ctx context.Context, rel *v1alpha1.Release,
 			continue
 		}
 		was := *hk
-		state, message, err := pollHookWorkload(ctx, reader, hk, now)
+		poll, err := pollHookWorkload(ctx, reader, hk, now)
 		if err != nil {
-			h.logFrom(ctx).Error(err, "polling hook workload; state unchanged", "hook", hk.Name, "workload", hk.WorkloadKind+" "+hk.Namespace+"/"+hk.WorkloadName)
+			if ctx.Err() == nil {
+				log.Error(err, "polling hook workload; state unchanged", "hook", hk.Name, "workload", hk.WorkloadKind+" "+hk.Namespace+"/"+hk.WorkloadName)
+			}
 			if hk.State == v1alpha1.HookRunning || hk.State == "" {
 				out.running = append(out.running, hk.Name)
 			}
 			continue
 		}
-		hk.State, hk.Message = state, health.TruncateMessage(message)
-		if state.IsTerminal() {
+		if poll.kept {
+			continue // a finished hook's workload was deleted: its outcome stands
+		}
+		hk.State, hk.Message = poll.state, health.TruncateMessage(poll.message)
+		if poll.state.IsTerminal() {
 			t := metav1.NewTime(now.UTC().Truncate(time.Second))
 			hk.FinishedAt = &t
 			// A polled hook that is terminal is an edge: it had not finished, or it was
@@ -98,19 +107,17 @@ func (h *HealthController) pollHooks(ctx context.Context, rel *v1alpha1.Release,
 			// request too many, never one too few (a missed one would stall the
 			// controller-manager until its resync).
 			out.finished++
-			h.logFrom(ctx).Info("hook finished", "hook", hk.Name, "state", state, "message", message, "rearmed", was.FinishedAt != nil)
+			log.Info("hook finished", "hook", hk.Name, "state", poll.state, "message", poll.message, "rearmed", was.FinishedAt != nil)
 		} else {
 			hk.FinishedAt = nil
 			out.running = append(out.running, hk.Name)
 		}
 	}
-	if err := h.writeHookStatus(ctx, inv, pi.own, hooks, next, stale); err != nil {
-		return hookOutcome{running: out.running}, err
+	out.status = hookStatus(pi.own, hooks, next, stale)
+	if pollErr != nil && ctx.Err() == nil {
+		log.Error(pollErr, "cannot poll hooks")
 	}
-	if pollErr != nil {
-		return out, fmt.Errorf("cannot poll hooks: %w", pollErr)
-	}
-	return out, nil
+	return out
 }
 
 // needsPoll: a workloadName, and no finishedAt or a createdAt after finishedAt. Both
@@ -128,12 +135,24 @@ func needsPoll(hk *v1alpha1.HookEntry) bool {
 	return hk.CreatedAt != nil && !hk.CreatedAt.Before(hk.FinishedAt)
 }
 
+// hookPoll is what one poll of a hook's workload decided.
+type hookPoll struct {
+	state   v1alpha1.HookState
+	message string
+	// kept: the hook had finished, was not re-armed since, and its workload is gone
+	// (deleted on success, say): the recorded outcome stands and nothing is written.
+	kept bool
+}
+
 // pollHookWorkload reads the hook's Job or Pod from the target and decides its state
 // (CONTRACT §2, "Hook outcomes"): Job Complete=True ⇒ Succeeded, Failed=True ⇒ Failed;
 // Pod phase Succeeded or Failed; otherwise Failed when now − createdAt ≥ timeout,
-// Failed "workload not found" when it is gone, else Running. A read error other than
-// NotFound is returned and changes nothing.
-func pollHookWorkload(ctx context.Context, reader base.ObjectReader, hk *v1alpha1.HookEntry, now time.Time) (v1alpha1.HookState, string, error) {
+// Failed "workload not found" when it is gone, else Running. A terminal state never
+// regresses: when the workload of a hook that already finished is gone (and createdAt
+// is not in a later second than finishedAt, so the hook was not re-armed), the poll
+// keeps the recorded outcome. A read error other than NotFound is returned and changes
+// nothing.
+func pollHookWorkload(ctx context.Context, reader base.ObjectReader, hk *v1alpha1.HookEntry, now time.Time) (hookPoll, error) {
 	var gvr schema.GroupVersionResource
 	switch hk.WorkloadKind {
 	case "Job":
@@ -141,12 +160,15 @@ func pollHookWorkload(ctx context.Context, reader base.ObjectReader, hk *v1alpha
 	case "Pod":
 		gvr = gvrPods
 	default:
-		return v1alpha1.HookFailed, fmt.Sprintf("unsupported workloadKind %q (want Job or Pod)", hk.WorkloadKind), nil
+		return hookPoll{state: v1alpha1.HookFailed, message: fmt.Sprintf("unsupported workloadKind %q (want Job or Pod)", hk.WorkloadKind)}, nil
 	}
 	obj, err := reader.Get(ctx, gvr, hk.Namespace, hk.WorkloadName)
 	notFound := apierrors.IsNotFound(err)
 	if err != nil && !notFound {
-		return "", "", err
+		return hookPoll{}, err
+	}
+	if notFound && hk.State.IsTerminal() && !rearmedAfterFinish(hk) {
+		return hookPoll{state: hk.State, message: hk.Message, kept: true}, nil
 	}
 	if !notFound {
 		var state v1alpha1.HookState
@@ -157,16 +179,22 @@ func pollHookWorkload(ctx context.Context, reader base.ObjectReader, hk *v1alpha
 			state, msg = podOutcome(obj)
 		}
 		if state.IsTerminal() {
-			return state, msg, nil
+			return hookPoll{state: state, message: msg}, nil
 		}
 	}
 	if hk.CreatedAt != nil && now.Sub(hk.CreatedAt.Time) >= hk.GetTimeout() {
-		return v1alpha1.HookFailed, "timed out after " + shortDuration(hk.GetTimeout()), nil
+		return hookPoll{state: v1alpha1.HookFailed, message: "timed out after " + shortDuration(hk.GetTimeout())}, nil
 	}
 	if notFound {
-		return v1alpha1.HookFailed, "workload not found", nil
+		return hookPoll{state: v1alpha1.HookFailed, message: "workload not found"}, nil
 	}
-	return v1alpha1.HookRunning, "", nil
+	return hookPoll{state: v1alpha1.HookRunning}, nil
+}
+
+// rearmedAfterFinish reports whether hk was certainly re-armed after it finished: its
+// createdAt is in a later second than its finishedAt (both are stored to the second).
+func rearmedAfterFinish(hk *v1alpha1.HookEntry) bool {
+	return hk.FinishedAt != nil && hk.CreatedAt != nil && hk.CreatedAt.Unix() > hk.FinishedAt.Unix()
 }
 
 func jobOutcome(job *unstructured.Unstructured) (v1alpha1.HookState, string) {
@@ -248,11 +276,12 @@ func shortDuration(d time.Duration) string {
 	return s
 }
 
-// writeHookStatus applies state, message and finishedAt of every recorded hook that has
-// a state (not only the polled ones) under the field manager convoy-hook-status. It
-// writes nothing when nothing changed, so once every hook has finished the loop stops
-// writing to the inventory (spec "Deletion").
-func (h *HealthController) writeHookStatus(ctx context.Context, inv *v1alpha1.ReleaseInventory, own *inventory.Ownership, before, after []v1alpha1.HookEntry, stale bool) error {
+// hookStatus is the hooks list that writeHookStatus applies: state, message and
+// finishedAt of every recorded hook that has a state (not only the polled ones). It is
+// nil when the observer already owns exactly these values, so once every hook has
+// finished the loop stops writing to the inventory (spec "Deletion"); stale (the
+// observer still owns a hook the controller-manager dropped) forces a write that lets go.
+func hookStatus(own *inventory.Ownership, before, after []v1alpha1.HookEntry, stale bool) []any {
 	changed := stale
 	list := make([]any, 0, len(after))
 	for i := range after {
@@ -277,19 +306,26 @@ func (h *HealthController) writeHookStatus(ctx context.Context, inv *v1alpha1.Re
 	if !changed {
 		return nil
 	}
+	return list
+}
+
+// writeHookStatus applies hooks.status to inv under the field manager
+// convoy-hook-status, with inv's uid and resourceVersion rv as preconditions. It returns
+// the resourceVersion after the write (rv when there was nothing to write), for the
+// next write of the pass.
+func (h *HealthController) writeHookStatus(ctx context.Context, inv *v1alpha1.ReleaseInventory, rv string, hooks hookOutcome) (string, error) {
+	if inv == nil || hooks.status == nil {
+		return rv, nil
+	}
 	u := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": v1alpha1.GroupVersion.String(),
 		"kind":       "ReleaseInventory",
-		"metadata":   inventoryMeta(inv),
-		"hooks":      list,
+		"metadata":   inventoryMeta(inv, rv),
+		"hooks":      hooks.status,
 	}}
 	if err := h.Writer.Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
 		client.FieldOwner(inventory.FieldManagerHookStatus), client.ForceOwnership); err != nil {
-		return fmt.Errorf("applying the status of %d hooks: %w", len(list), err)
+		return rv, fmt.Errorf("applying the status of %d hooks: %w", len(hooks.status), err)
 	}
-	// The entries write of this pass follows: it must expect our own write.
-	if rv := u.GetResourceVersion(); rv != "" {
-		inv.ResourceVersion = rv
-	}
-	return nil
+	return u.GetResourceVersion(), nil
 }

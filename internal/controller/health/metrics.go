@@ -27,10 +27,18 @@ var (
 		Name: "convoy_observer_sync_requests_total",
 		Help: "Sync requests sent to convoy-api to wake the controller-manager, by result.",
 	}, []string{"result"})
+
+	// writeConflicts counts writes of the observer's own fields that failed a
+	// precondition (the inventory's uid or resourceVersion: a lagging cache or a
+	// concurrent writer) and were requeued quietly, by write (hooks, entries, status).
+	writeConflicts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "convoy_observer_write_conflicts_total",
+		Help: "Writes of the observer's own fields that met a conflict (a lagging cache or another writer) and were retried, by write.",
+	}, []string{"write"})
 )
 
 func init() {
-	metrics.Registry.MustRegister(releaseEntries, assessmentFailures, syncRequests)
+	metrics.Registry.MustRegister(releaseEntries, assessmentFailures, syncRequests, writeConflicts)
 }
 
 // recordSummary sets the entry gauges of a Release from its summary.

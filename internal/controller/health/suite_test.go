@@ -2,15 +2,18 @@ package health
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -66,8 +69,12 @@ func newSyncServer(t *testing.T) *syncServer {
 	handler := subresources.NewHandler(env.Client)
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost {
-			if s.notFound.Load() {
-				http.Error(w, "no such release", http.StatusNotFound)
+			if s.notFound.Load() { // convoy-api's answer for a Release that does not exist
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusNotFound)
+				st := apierrors.NewNotFound(v1alpha1.GroupVersion.WithResource("releases").GroupResource(), path.Base(path.Dir(r.URL.Path))).Status()
+				st.Kind, st.APIVersion = "Status", "v1"
+				_ = json.NewEncoder(w).Encode(st)
 				return
 			}
 			if s.fail.Load() {

@@ -2,9 +2,14 @@ package health
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/go-logr/logr"
 
@@ -22,45 +27,107 @@ type edges struct {
 
 func (e edges) any() bool { return e.waveCompleted || e.renderAdvanced || e.hooksFinished > 0 }
 
-// wake sends one POST …/sync for rel when this pass has an edge, or when the request of
-// an earlier pass failed (the edge itself does not come back). A failed request fails
-// the pass, so the work queue retries the key.
+// armWake marks key as owing a sync request, before the pass writes the state that
+// caused it: if the pass fails after that write, its retry no longer sees the edge but
+// still sends the request.
+func (h *HealthController) armWake(key string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.wakePending == nil {
+		h.wakePending = map[string]bool{}
+	}
+	h.wakePending[key] = true
+}
+
+// wake sends one POST …/sync for rel when this pass has an edge, or when an earlier
+// pass armed one that was not sent (the edge itself does not come back). A failed
+// request fails the pass, so the work queue retries the key.
 func (h *HealthController) wake(ctx context.Context, rel *v1alpha1.Release, e edges) error {
 	key := base.KeyOf(rel)
 	h.mu.Lock()
-	retry := h.wakePending[key]
+	retry := h.wakePending[key] && !e.any()
+	owed := e.any() || h.wakePending[key]
 	h.mu.Unlock()
-	if !e.any() && !retry {
+	if !owed {
 		return nil
 	}
 	log := h.logFrom(ctx).WithValues("waveCompleted", e.waveCompleted, "renderAdvanced", e.renderAdvanced, "hooksFinished", e.hooksFinished, "retry", retry)
 	if h.Waker == nil {
+		h.disarmWake(key)
 		log.Info("edge reached, but no --sync-url is set: the controller-manager is not woken")
 		return nil
 	}
 	err := h.Waker.RequestSync(ctx, rel.Namespace, rel.Name)
-	var httpErr *subresources.HTTPError
-	if errors.As(err, &httpErr) && httpErr.StatusCode == http.StatusNotFound {
+	if err != nil && releaseGone(err, rel.Name) {
 		// The Release is gone: nobody is left to wake, and a retry would never succeed.
-		log.Info("the sync endpoint no longer knows the Release; not retrying", "error", err.Error())
-		err = nil
+		h.disarmWake(key)
+		syncRequests.WithLabelValues("gone").Inc()
+		log.Info("the sync endpoint says the Release does not exist; not retrying", "error", err.Error())
+		return nil
 	}
 	if err != nil {
-		syncRequests.WithLabelValues("error").Inc()
-		h.mu.Lock()
-		if h.wakePending == nil {
-			h.wakePending = map[string]bool{}
+		h.armWake(key)
+		if ctx.Err() == nil {
+			syncRequests.WithLabelValues("error").Inc()
 		}
-		h.wakePending[key] = true
-		h.mu.Unlock()
 		return fmt.Errorf("waking the controller-manager: %w", err)
 	}
 	syncRequests.WithLabelValues("ok").Inc()
-	h.mu.Lock()
-	delete(h.wakePending, key)
-	h.mu.Unlock()
+	h.disarmWake(key)
 	log.Info("woke the controller-manager")
 	return nil
+}
+
+func (h *HealthController) disarmWake(key string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.wakePending, key)
+}
+
+// releaseGone reports whether err, the error of a sync request for the Release name,
+// says that this Release does not exist: a metav1.Status of reason NotFound whose
+// details name it (kind releases or Release or none; group convoy.kumodo.io or none). It
+// accepts the *subresources.HTTPError of a direct --sync-url (the Status is its body)
+// and an apierrors.APIStatus (the request went through the kube-apiserver). Any other
+// 404 — a wrong --sync-url path, an APIService that is not served — is an error: the
+// edge is kept and the request retried.
+func releaseGone(err error, name string) bool {
+	var st *metav1.Status
+	var httpErr *subresources.HTTPError
+	var apiStatus apierrors.APIStatus
+	switch {
+	case errors.As(err, &httpErr):
+		if httpErr.StatusCode != http.StatusNotFound {
+			return false
+		}
+		st = &metav1.Status{}
+		if json.Unmarshal([]byte(httpErr.Body), st) != nil || st.Kind != "Status" {
+			return false
+		}
+	case errors.As(err, &apiStatus):
+		s := apiStatus.Status()
+		st = &s
+	default:
+		return false
+	}
+	if st.Reason != metav1.StatusReasonNotFound || (st.Code != 0 && st.Code != http.StatusNotFound) || st.Details == nil {
+		return false
+	}
+	d := st.Details
+	if d.Name != name {
+		return false
+	}
+	for _, c := range d.Causes {
+		if c.Type == metav1.CauseTypeUnexpectedServerResponse {
+			return false // client-go made this Status up from a body that was not one
+		}
+	}
+	switch strings.ToLower(d.Kind) {
+	case "", "releases", "release":
+	default:
+		return false
+	}
+	return d.Group == "" || d.Group == v1alpha1.GroupVersion.Group
 }
 
 func (h *HealthController) logFrom(ctx context.Context) logr.Logger {

@@ -21,16 +21,18 @@ import (
 // (spec "Writes"). It sends only entries that the controller-manager records, so an
 // entry that it dropped is released and vanishes. An empty set writes nothing, unless
 // the observer still owns a dropped entry: then it applies the empty list to let go.
-// It skips the write when the observer already owns exactly these values.
-func (h *HealthController) writeInventoryHealth(ctx context.Context, a *assessment) error {
+// It skips the write when the observer already owns exactly these values. rv is the
+// resourceVersion precondition (the one the pass read, or the one its hooks write
+// produced); it returns the resourceVersion after the write.
+func (h *HealthController) writeInventoryHealth(ctx context.Context, a *assessment, rv string) (string, error) {
 	if a.inv == nil || (len(a.entries) == 0 && !a.stale) {
-		return nil
+		return rv, nil
 	}
 	own := a.own
 	if own == nil {
 		var err error
 		if own, err = inventory.ReadOwnership(a.inv); err != nil {
-			return fmt.Errorf("reading the ReleaseInventory's field owners: %w", err)
+			return rv, fmt.Errorf("reading the ReleaseInventory's field owners: %w", err)
 		}
 	}
 	unchanged := !a.stale
@@ -62,40 +64,33 @@ func (h *HealthController) writeInventoryHealth(ctx context.Context, a *assessme
 		}
 	}
 	if unchanged {
-		return nil
+		return rv, nil
 	}
 	u := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": v1alpha1.GroupVersion.String(),
 		"kind":       "ReleaseInventory",
-		"metadata":   inventoryMeta(a.inv),
+		"metadata":   inventoryMeta(a.inv, rv),
 		"entries":    list,
 	}}
 	if err := h.Writer.Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
 		client.FieldOwner(inventory.FieldManagerInventory), client.ForceOwnership); err != nil {
-		return &writeError{fmt.Errorf("applying the health of %d inventory entries: %w", len(list), err)}
+		return rv, fmt.Errorf("applying the health of %d inventory entries: %w", len(list), err)
 	}
-	return nil
+	return u.GetResourceVersion(), nil
 }
 
 // inventoryMeta is the metadata of an apply to inv, with two preconditions. The uid: an
 // apply never re-creates an inventory that the controller-manager deleted meanwhile. The
-// resourceVersion: an apply built from a cache that lags behind the controller-manager
+// resourceVersion rv: an apply built from a cache that lags behind the controller-manager
 // never brings back an entry or hook it has just dropped. Either fails with a conflict,
-// which the queue retries once the cache has caught up.
-func inventoryMeta(inv *v1alpha1.ReleaseInventory) map[string]any {
+// which the queue retries quietly once the cache has caught up.
+func inventoryMeta(inv *v1alpha1.ReleaseInventory, rv string) map[string]any {
 	m := map[string]any{"name": inv.Name, "namespace": inv.Namespace, "uid": string(inv.UID)}
-	if inv.ResourceVersion != "" {
-		m["resourceVersion"] = inv.ResourceVersion
+	if rv != "" {
+		m["resourceVersion"] = rv
 	}
 	return m
 }
-
-// writeError is a failed write of the observer's own fields: transient, so the pass
-// returns it for a rate-limited retry instead of reporting the Release Unknown.
-type writeError struct{ err error }
-
-func (e *writeError) Error() string { return e.err.Error() }
-func (e *writeError) Unwrap() error { return e.err }
 
 func equalTime(a, b *metav1.Time) bool {
 	if a == nil || b == nil {

@@ -1,0 +1,247 @@
+package health
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
+	"github.com/kumodo/convoy-observer/internal/controller/base"
+	"github.com/kumodo/convoy-observer/internal/inventory"
+)
+
+// faultyWriter fails the next applies of the given field managers (top-level and
+// status applies alike) and passes everything else to the API server.
+type faultyWriter struct {
+	client.Client
+	mu    sync.Mutex
+	fails map[string]int // field manager → failures left
+}
+
+func newFaultyWriter(fails map[string]int) *faultyWriter {
+	return &faultyWriter{Client: env.Client, fails: fails}
+}
+
+func (w *faultyWriter) inject(owner string) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.fails[owner] > 0 {
+		w.fails[owner]--
+		return errors.New("injected: etcdserver: request timed out")
+	}
+	return nil
+}
+
+func applyOwner(opts []client.ApplyOption) string {
+	o := &client.ApplyOptions{}
+	o.ApplyOptions(opts)
+	return o.FieldManager
+}
+
+func (w *faultyWriter) Apply(ctx context.Context, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
+	if err := w.inject(applyOwner(opts)); err != nil {
+		return err
+	}
+	return w.Client.Apply(ctx, obj, opts...)
+}
+
+func (w *faultyWriter) Status() client.SubResourceWriter { return faultyStatus{w.Client.Status(), w} }
+
+type faultyStatus struct {
+	client.SubResourceWriter
+	w *faultyWriter
+}
+
+func (s faultyStatus) Apply(ctx context.Context, obj runtime.ApplyConfiguration, opts ...client.SubResourceApplyOption) error {
+	o := &client.SubResourceApplyOptions{}
+	o.ApplyOpts(opts)
+	if err := s.w.inject(o.FieldManager); err != nil {
+		return err
+	}
+	return s.SubResourceWriter.Apply(ctx, obj, opts...)
+}
+
+// recordingSink is a logr sink that keeps every line, to check what is logged at
+// error level.
+type recordingSink struct {
+	mu     sync.Mutex
+	errors []string
+	infos  []string
+}
+
+func (s *recordingSink) Init(logr.RuntimeInfo)          {}
+func (s *recordingSink) Enabled(int) bool               { return true }
+func (s *recordingSink) WithValues(...any) logr.LogSink { return s }
+func (s *recordingSink) WithName(string) logr.LogSink   { return s }
+func (s *recordingSink) Info(_ int, msg string, _ ...any) {
+	s.mu.Lock()
+	s.infos = append(s.infos, msg)
+	s.mu.Unlock()
+}
+func (s *recordingSink) Error(err error, msg string, _ ...any) {
+	s.mu.Lock()
+	s.errors = append(s.errors, msg+": "+err.Error())
+	s.mu.Unlock()
+}
+func (s *recordingSink) errorLines() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.errors...)
+}
+func newRecordingLogger() (logr.Logger, *recordingSink) { s := &recordingSink{}; return logr.New(s), s }
+
+// queueFor runs f's loop behind a real base.Controller queue, so a test sees what the
+// queue does with a pass's outcome.
+func (f *fixture) queueFor() (*base.Controller, *recordingSink) {
+	c := base.NewController("health-test", 1, f.h.syncHandler)
+	log, sink := newRecordingLogger()
+	c.Log = log
+	f.h.Log = log
+	f.t.Cleanup(c.Queue.ShutDown)
+	return c, sink
+}
+
+// processOne runs the next pass of c's queue, waiting at most 10s for a key.
+func processOne(t *testing.T, ctx context.Context, c *base.Controller) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { c.ProcessNextWorkItem(ctx); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no key came back to the queue")
+	}
+}
+
+// TestFailedHookWriteIsRetried is the regression test of issue #10: a hooks write that
+// fails is retried by the queue with its rate limit, and the hook's state and its sync
+// request land on the retry — also for a Release without healthAssessment and without
+// syncPolicy.interval, where nothing else would bring the key back.
+func TestFailedHookWriteIsRetried(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.release(nil, 0)
+	f.job("migrate", complete("done")...)
+	f.hooks(hook{name: "pre", kind: "Job", workload: "migrate", createdAt: t0})
+	f.h.Writer = newFaultyWriter(map[string]int{inventory.FieldManagerHookStatus: 1})
+	c, _ := f.queueFor()
+	c.Enqueue(f.key)
+	processOne(t, f.ctx, c)
+	if n := c.Queue.NumRequeues(f.key); n != 1 {
+		t.Fatalf("after a failed hooks write the key has %d rate-limited requeues, want 1", n)
+	}
+	if h := f.hookEntry("pre"); h.State != "" {
+		t.Fatalf("hook state %s written by a failed write", h.State)
+	}
+	processOne(t, f.ctx, c) // the rate-limited retry
+	f.expectHook("pre", v1alpha1.HookSucceeded, "CompletionsReached: done")
+	if n := f.api.syncs.Load(); n != 1 {
+		t.Fatalf("sync requests after the retry = %d, want 1", n)
+	}
+	if n := c.Queue.NumRequeues(f.key); n != 0 {
+		t.Fatalf("a successful retry left %d requeues", n)
+	}
+}
+
+// TestEveryOwnWriteIsRetried: each write of the observer's own fields (hooks, entries,
+// Release status, sync request) that fails fails the pass; the retry lands all of them
+// and sends the sync request exactly once more.
+func TestEveryOwnWriteIsRetried(t *testing.T) {
+	t.Parallel()
+	for _, write := range []string{inventory.FieldManagerHookStatus, inventory.FieldManagerInventory, inventory.FieldManagerHealth, "sync"} {
+		t.Run(write, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			f.readyRelease(0, 0)
+			f.configMap("a", "true")
+			f.inventory(cm("a", 0, ""))
+			f.job("migrate", complete("done")...)
+			f.hooks(hook{name: "pre", kind: "Job", workload: "migrate", createdAt: t0.Add(-time.Minute)})
+			f.h.Writer = newFaultyWriter(map[string]int{write: 1})
+			f.api.fail.Store(write == "sync")
+			if _, err := f.h.syncHandler(f.ctx, f.key); err == nil {
+				t.Fatalf("a failed %s write did not fail the pass", write)
+			}
+			f.api.fail.Store(false)
+			f.pass()
+			f.expectHook("pre", v1alpha1.HookSucceeded, "CompletionsReached: done")
+			f.expectEntry("a", v1alpha1.StateHealthy, "")
+			f.expectCondition(metav1.ConditionTrue, v1alpha1.ReasonHealthy)
+			if n := f.api.syncs.Load(); n < 1 {
+				t.Fatalf("no sync request after the retry of a failed %s write", write)
+			}
+			syncs, rv := f.api.syncs.Load(), f.getInventory().ResourceVersion
+			f.pass()
+			if f.api.syncs.Load() != syncs || f.getInventory().ResourceVersion != rv {
+				t.Fatal("a steady pass after the retry sent a request or wrote the inventory")
+			}
+		})
+	}
+}
+
+// TestHookWriteConflictIsAQuietRetry: a hooks write built from a lagging cache fails its
+// resourceVersion precondition; the pass returns the conflict for a rate-limited retry
+// (a Release without healthAssessment has no other write to notice it), logs nothing
+// at error level and counts it; the retry on fresh data lands the hook and its sync.
+func TestHookWriteConflictIsAQuietRetry(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.release(nil, 0)
+	f.job("migrate", complete("done")...)
+	f.hooks(hook{name: "pre", kind: "Job", workload: "migrate", createdAt: t0})
+	stale := f.getInventory()
+	// The controller-manager records one more hook: the cache has not seen it yet.
+	f.job("other")
+	f.hooks(hook{name: "pre", kind: "Job", workload: "migrate", createdAt: t0}, hook{name: "post", kind: "Job", workload: "other", createdAt: t0})
+	f.h.Reader = staleInventoryReader{Reader: env.Client, inv: stale}
+	conflicts := testutil.ToFloat64(writeConflicts.WithLabelValues("hooks"))
+	c, sink := f.queueFor()
+	c.Enqueue(f.key)
+	processOne(t, f.ctx, c)
+	if n := c.Queue.NumRequeues(f.key); n != 1 {
+		t.Fatalf("a conflicting hooks write left %d rate-limited requeues, want 1", n)
+	}
+	if lines := sink.errorLines(); len(lines) != 0 {
+		t.Fatalf("an expected conflict was logged at error level: %q", lines)
+	}
+	if got := testutil.ToFloat64(writeConflicts.WithLabelValues("hooks")); got != conflicts+1 {
+		t.Fatalf("write conflicts metric = %v, want %v", got, conflicts+1)
+	}
+	if f.api.syncs.Load() != 0 {
+		t.Fatal("a sync request for a hook state that did not land")
+	}
+	f.h.Reader = env.Client // the cache caught up
+	processOne(t, f.ctx, c)
+	f.expectHook("pre", v1alpha1.HookSucceeded, "CompletionsReached: done")
+	f.expectHook("post", v1alpha1.HookRunning, "")
+	if n := f.api.syncs.Load(); n != 1 {
+		t.Fatalf("sync requests after the retry = %d, want 1", n)
+	}
+}
+
+// TestHookAndEntryWritesChainResourceVersions: in one pass the hooks write and then the
+// entries write land, the second carrying the resourceVersion that the first produced
+// (the cache has not seen the first write yet).
+func TestHookAndEntryWritesChainResourceVersions(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.readyRelease(0, 0)
+	f.configMap("a", "false")
+	f.inventory(cm("a", 0, ""))
+	f.job("migrate", complete("done")...)
+	f.hooks(hook{name: "pre", kind: "Job", workload: "migrate", createdAt: t0})
+	// A cache that never sees the observer's writes: each pass starts from this copy.
+	f.h.Reader = staleInventoryReader{Reader: env.Client, inv: f.getInventory()}
+	f.pass()
+	f.expectHook("pre", v1alpha1.HookSucceeded, "CompletionsReached: done")
+	f.expectEntry("a", v1alpha1.StateProgressing, "ready=false")
+}
