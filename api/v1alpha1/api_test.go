@@ -434,6 +434,9 @@ func TestTimeAdmission(t *testing.T) {
 		{"2026-01-01t00:00:00z", false},
 		{"2026-01-01T00:00:00z", false},
 		{"2026-01-01T00:00:00", false},
+		{"2026-01-01T00:00:00+23:59", true},
+		{"2026-01-01T00:00:00+99:99", false}, // found by FuzzTimeAdmission: metav1.Time cannot decode it
+		{"2026-01-01T00:00:00-00:60", false},
 	} {
 		inv := inventory("time-"+strings.ToLower(strings.NewReplacer(":", "", ".", "", "+", "").Replace(tc.value)),
 			entry("apps", "Deployment", "default", "web", map[string]any{"firstUnhealthy": tc.value}))

@@ -1,0 +1,142 @@
+package inventory
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/kube-openapi/pkg/validation/strfmt"
+
+	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
+)
+
+// Fuzz targets for the decoders of untrusted input in this package (issue #10): the
+// managedFields of a ReleaseInventory, and the times and durations that the
+// controller-manager writes into it. Seeds are in testdata/fuzz; a short run:
+//
+//	go test -run '^$' -fuzz FuzzReadOwnership -fuzztime 30s ./internal/inventory/
+
+// FuzzReadOwnership: any managedFields content either fails ReadOwnership with an error
+// naming the manager, or gives an Ownership whose answers are consistent: every
+// recorded entry is in the inventory, and an entry only the observer owns is never
+// recorded.
+func FuzzReadOwnership(f *testing.F) {
+	for _, seed := range []string{
+		`{"f:entries":{"k:{\"group\":\"\",\"kind\":\"ConfigMap\",\"name\":\"a\",\"namespace\":\"d\"}":{".":{},"f:group":{}}}}`,
+		`{"f:hooks":{"k:{\"name\":\"pre\"}":{".":{},"f:name":{}}}}`,
+		`{}`, `{"f:entries":{}}`, `{"f:entries":{"k:{}":{}}}`, `{"f:entries":{"v:1":{}}}`, `{"f:entries":{"i:0":{}}}`,
+		`{"f:hooks":{"k:{\"name\":1}":{}}}`, `{"k:":{}}`, `[]`, `null`, `{"f:a":{"f:b":{"f:c":{".":{}}}}}`,
+	} {
+		f.Add([]byte(seed), []byte(`{"f:entries":{"k:{\"group\":\"\",\"kind\":\"ConfigMap\",\"name\":\"a\",\"namespace\":\"d\"}":{"f:state":{}}}}`))
+	}
+	f.Fuzz(func(t *testing.T, cm, obs []byte) {
+		inv := &v1alpha1.ReleaseInventory{
+			ObjectMeta: metav1.ObjectMeta{ManagedFields: []metav1.ManagedFieldsEntry{
+				{Manager: "convoy-controller-manager", FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: cm}},
+				{Manager: FieldManagerInventory, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: obs}},
+			}},
+			Entries: []v1alpha1.InventoryEntry{{Kind: "ConfigMap", Namespace: "d", Name: "a"}, {Kind: "ConfigMap", Namespace: "d", Name: "b"}},
+			Hooks:   []v1alpha1.HookEntry{{Name: "pre"}},
+		}
+		own, err := ReadOwnership(inv)
+		if err != nil {
+			if !strings.Contains(err.Error(), "manager ") {
+				t.Fatalf("error does not name the manager: %v", err)
+			}
+			return
+		}
+		entries, _ := own.RecordedEntries(inv, FieldManagerInventory)
+		for i := range entries {
+			k := KeyOf(&entries[i])
+			if !own.EntryRecorded(k) {
+				t.Fatalf("entry %v returned but not recorded", k)
+			}
+		}
+		for i := range inv.Entries {
+			k := KeyOf(&inv.Entries[i])
+			if own.EntryRecorded(k) && !own.HasManager("convoy-controller-manager") {
+				t.Fatalf("entry %v recorded without a controller-manager", k)
+			}
+		}
+		own.RecordedHooks(inv, FieldManagerHookStatus)
+	})
+}
+
+// crdTimePattern is the pattern that the CRD puts on every time of the inventory
+// (firstUnhealthy, createdAt, finishedAt), read from the generated CRD.
+func crdTimePattern(t testing.TB) *regexp.Regexp {
+	t.Helper()
+	f, err := os.Open("../../config/crd/bases/convoy.kumodo.io_releaseinventories.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var patterns []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if p, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), "pattern: "); ok {
+			patterns = append(patterns, p)
+		}
+	}
+	if len(patterns) != 3 {
+		t.Fatalf("want the 3 time patterns of the inventory CRD, found %q", patterns)
+	}
+	for _, p := range patterns[1:] {
+		if p != patterns[0] {
+			t.Fatalf("time patterns differ: %q", patterns)
+		}
+	}
+	return regexp.MustCompile(patterns[0])
+}
+
+// FuzzTimeAdmission: every time string that the API server admits into the inventory
+// (the OpenAPI date-time format and the CRD's pattern) decodes as a metav1.Time, so one
+// odd time can never break the typed reads and informers of every inventory; and every
+// time the observer writes is admitted.
+func FuzzTimeAdmission(f *testing.F) {
+	pattern := crdTimePattern(f)
+	for _, seed := range []string{
+		"2026-01-01T00:00:00Z", "2026-01-01T00:00:00.5+02:00", "2026-01-01t00:00:00z", "2026-12-31T23:59:60Z",
+		"2026-02-30T00:00:00Z", "2026-01-01T00:00:00+24:00", "2026-01-01T00:00:00+99:99", "0000-01-01T00:00:00Z",
+		"2026-01-01T00:00:00.000000000000000001Z", "2026-01-01T24:00:00Z", "9999-12-31T23:59:59-23:59",
+	} {
+		f.Add(seed, int64(0))
+	}
+	f.Fuzz(func(t *testing.T, s string, unix int64) {
+		if strfmt.IsDateTime(s) && pattern.MatchString(s) {
+			var mt metav1.Time
+			b, _ := json.Marshal(s)
+			if err := json.Unmarshal(b, &mt); err != nil {
+				t.Fatalf("%q is admitted by the CRD but metav1.Time cannot decode it: %v", s, err)
+			}
+		}
+		// What the observer writes: a clock time, to the second, in UTC.
+		tm := time.Unix(unix%253402300800, 0).UTC() // years 1970..9999
+		if tm.Year() < 0 {
+			return
+		}
+		out := tm.Format(time.RFC3339)
+		if tm.Year() >= 1000 && (!pattern.MatchString(out) || !strfmt.IsDateTime(out)) {
+			t.Fatalf("the observer writes %q, which the CRD rejects", out)
+		}
+	})
+}
+
+// FuzzHookTimeout: any timeout string gives a positive duration (the default 10m for
+// an empty, unparsable or non-positive one) and never panics.
+func FuzzHookTimeout(f *testing.F) {
+	for _, seed := range []string{"", "10m", "90s", "0s", "-1m", "1h2m3.5s", "9223372036854775807ns", "99999999999h", "1e3s", "١m"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		h := v1alpha1.HookEntry{Timeout: s}
+		if d := h.GetTimeout(); d <= 0 {
+			t.Fatalf("timeout %q gives %v", s, d)
+		}
+	})
+}
