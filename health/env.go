@@ -5,85 +5,102 @@ import (
 	"sync"
 
 	"github.com/google/cel-go/cel"
-	"github.com/google/cel-go/checker"
-	"github.com/google/cel-go/ext"
-	"github.com/google/cel-go/interpreter"
+	"github.com/google/cel-go/common/decls"
+	"github.com/google/cel-go/common/functions"
+	"k8s.io/apimachinery/pkg/util/version"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
-	"k8s.io/apiserver/pkg/cel/library"
+	"k8s.io/apiserver/pkg/cel/environment"
 )
 
 // objectVariable is the name of the only CEL variable that a rule sees: the live
 // resource, typed dyn (spec/health-rule-sets.txt, "Rules").
 const objectVariable = "object"
 
-// CostLimit is the runtime cost budget of one evaluation of one expression, in CEL cost
-// units. It is Kubernetes' per-call limit for CEL validation rules (about 0.1 s of CPU);
-// an expression that exceeds it stops with an evaluation error instead of running on.
+// CostLimit is the cost budget of one evaluation of one expression, in CEL cost units.
+// It is Kubernetes' per-call limit for CEL validation rules (about 0.1 s of CPU). Every
+// library call is charged from the sizes of its arguments before it runs, so no single
+// call can outgrow the budget; an expression that would exceed it stops with an
+// evaluation error ending in "cost limit exceeded" instead of running on.
 const CostLimit = celconfig.PerCallLimit
 
-// interruptCheckFrequency is how many comprehension iterations run between two checks
-// of the cost budget; the same value the API server uses.
-const interruptCheckFrequency = celconfig.CheckFrequency
+// CompatibilityVersion is the Kubernetes version whose CEL base environment the rules
+// are compiled with (k8s.io/apiserver/pkg/cel/environment). It is pinned, not taken from
+// the running binary, so a rule that compiles today keeps compiling when the libraries
+// are upgraded; raise it on purpose to offer newer CEL libraries.
+var CompatibilityVersion = version.MajorMinor(1, 37)
 
-var (
-	baseEnvOnce sync.Once
-	baseEnv     *cel.Env
-	baseEnvErr  error
-)
-
-// newEnv returns the CEL environment of health rules. It mirrors the base environment
-// of the Kubernetes 1.37 API server (k8s.io/apiserver/pkg/cel/environment), so a rule
-// that works in a CRD validation rule or a ValidatingAdmissionPolicy works here too,
-// minus the libraries that need a request (authz, JSON patch). The environment is
-// immutable, so it is built once and shared.
-func newEnv() (*cel.Env, error) {
-	baseEnvOnce.Do(func() {
-		baseEnv, baseEnvErr = cel.NewEnv(
-			cel.Variable(objectVariable, cel.DynType),
-
-			cel.HomogeneousAggregateLiterals(),
-			cel.EagerlyValidateDeclarations(true),
-			cel.DefaultUTCTimeZone(true),
-			cel.CrossTypeNumericComparisons(true),
-			cel.OptionalTypes(),
-			cel.ASTValidators(
-				cel.ValidateDurationLiterals(),
-				cel.ValidateTimestampLiterals(),
-				cel.ValidateRegexLiterals(),
-				cel.ValidateHomogeneousAggregateLiterals(),
-			),
-			// Same as the API server: has() costs nothing, as before cel-go v0.17.7.
-			cel.CostEstimatorOptions(checker.PresenceTestHasCost(false)),
-
-			ext.Strings(ext.StringsVersion(2)),
-			ext.Sets(),
-			ext.Lists(ext.ListsVersion(3)),
-			ext.TwoVarComprehensions(),
-
-			library.URLs(),
-			library.Regex(),
-			library.Lists(library.ListsVersion(1)),
-			library.Quantity(),
-			library.IP(),
-			library.CIDR(),
-			library.Format(),
-			library.SemverLib(library.SemverVersion(1)),
-		)
-		if baseEnvErr != nil {
-			baseEnvErr = fmt.Errorf("building the CEL environment: %w", baseEnvErr)
-		}
-	})
-	return baseEnv, baseEnvErr
+// celEnv is everything built once from the base environment.
+type celEnv struct {
+	// compile is the API server's base environment at CompatibilityVersion, extended
+	// with the object variable. Expressions are parsed and type-checked here, and
+	// programs that need runtime cost tracking (comprehensions) are planned here with
+	// the base environment's program options (cost tracking, the per-call cost limit).
+	compile *cel.Env
+	// plan holds the same declarations and function implementations as compile but no
+	// program options: programs without comprehensions are planned here, without
+	// runtime cost tracking. Their cost is bounded by their size plus the calls, which
+	// the call guard charges before they run (see guard.go).
+	plan *cel.Env
+	// overloads maps overload IDs and function names to their implementations, for the
+	// call guard.
+	overloads map[string]*functions.Overload
 }
 
-// programOptions are the options of every compiled expression: cost tracking with
-// Kubernetes' cost estimator for its libraries and a hard limit of CostLimit.
-func programOptions() []cel.ProgramOption {
-	return []cel.ProgramOption{
-		cel.EvalOptions(cel.OptOptimize, cel.OptTrackCost),
-		cel.CostTracking(&library.CostEstimator{}),
-		cel.CostTrackerOptions(interpreter.PresenceTestHasCost(false)),
-		cel.CostLimit(CostLimit),
-		cel.InterruptCheckFrequency(interruptCheckFrequency),
+var (
+	envOnce sync.Once
+	envVal  *celEnv
+	envErr  error
+)
+
+// newEnv returns the CEL environments of health rules: Kubernetes' base environment
+// (environment.MustBaseEnvSet at CompatibilityVersion: the libraries of CRD validation
+// rules and ValidatingAdmissionPolicies, optional types, cross-type numeric comparisons)
+// with one dyn variable, object. They are immutable, built once and shared.
+func newEnv() (*celEnv, error) {
+	envOnce.Do(func() {
+		envVal, envErr = buildEnv()
+		if envErr != nil {
+			envErr = fmt.Errorf("building the CEL environment: %w", envErr)
+		}
+	})
+	return envVal, envErr
+}
+
+func buildEnv() (*celEnv, error) {
+	set, err := environment.MustBaseEnvSet(CompatibilityVersion).Extend(environment.VersionedOptions{
+		IntroducedVersion: version.MajorMinor(1, 0),
+		EnvOptions:        []cel.EnvOption{cel.Variable(objectVariable, cel.DynType)},
+	})
+	if err != nil {
+		return nil, err
 	}
+	compile, err := set.Env(environment.NewExpressions)
+	if err != nil {
+		return nil, err
+	}
+	fns := compile.Functions()
+	fdecls := make([]*decls.FunctionDecl, 0, len(fns))
+	overloads := map[string]*functions.Overload{}
+	for _, fn := range fns {
+		fdecls = append(fdecls, fn)
+		bindings, err := fn.Bindings()
+		if err != nil {
+			return nil, fmt.Errorf("function %s: %w", fn.Name(), err)
+		}
+		for _, b := range bindings {
+			overloads[b.Operator] = b
+		}
+	}
+	plan, err := cel.NewCustomEnv(
+		cel.CustomTypeAdapter(compile.CELTypeAdapter()),
+		cel.CustomTypeProvider(compile.CELTypeProvider()),
+		cel.VariableDecls(compile.Variables()...),
+		cel.FunctionDecls(fdecls...),
+		cel.CrossTypeNumericComparisons(true),
+		cel.OptionalTypes(),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("planning environment: %w", err)
+	}
+	return &celEnv{compile: compile, plan: plan, overloads: overloads}, nil
 }

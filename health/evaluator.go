@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"slices"
 
+	"sync"
+
 	"github.com/google/cel-go/cel"
+	celast "github.com/google/cel-go/common/ast"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
-	"github.com/google/cel-go/interpreter"
 
 	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
 )
@@ -64,6 +66,35 @@ type Result struct {
 	// RuleIndex is the 0-based index of the deciding rule in its set's spec.rules;
 	// -1 when no rule decided (Pass).
 	RuleIndex int
+	// DecidedBy names the rule that decided a Fail or an Error and why; nil on Pass and
+	// on results that no rule decided (an object that could not be read). It is shared
+	// between results and must not be modified.
+	DecidedBy *Decider
+}
+
+// Cause says how a rule decided a result: RuleFailed or EvaluationError.
+type Cause string
+
+const (
+	// CauseRuleFailed: the rule's ruleExpression returned false (Outcome Fail).
+	CauseRuleFailed Cause = "RuleFailed"
+	// CauseEvaluationError: the rule's ruleExpression could not be evaluated, ran out
+	// of its cost budget or returned a non-bool (Outcome Error).
+	CauseEvaluationError Cause = "EvaluationError"
+)
+
+// Decider names the rule that decided a result, for explanations and lint.
+type Decider struct {
+	// Kind is GlobalHealthRuleSet or HealthRuleSet.
+	Kind string `json:"kind"`
+	// Namespace of a HealthRuleSet; "" for a GlobalHealthRuleSet.
+	Namespace string `json:"namespace"`
+	// Name of the rule set.
+	Name string `json:"name"`
+	// Rule is the 0-based index of the rule in the set's spec.rules.
+	Rule int `json:"rule"`
+	// Cause is RuleFailed or EvaluationError.
+	Cause Cause `json:"cause"`
 }
 
 // passed is the Result of an object that passes.
@@ -82,11 +113,13 @@ type compiledRule struct {
 	rule       cel.Program // ruleExpression
 	message    cel.Program // messageExpression; nil when the rule has none
 	generalMsg string      // message when message is nil or does not give a string
+	failed     *Decider    // DecidedBy of a Fail
+	errored    *Decider    // DecidedBy of an Error
 }
 
 // Evaluator holds the compiled rules of the selected rule sets, indexed by API version
 // and resource. It is immutable and safe for concurrent use; build a new one when the
-// rule sets change.
+// rule sets change (or let an EvaluatorCache do it).
 type Evaluator struct {
 	rules map[matchKey][]*compiledRule
 }
@@ -98,7 +131,8 @@ type Evaluator struct {
 // SelectRuleSets): every set passed in is used.
 //
 // The first expression that does not compile fails the whole evaluator with a
-// *CompileError (spec/health-loop.txt, "Assessment" step 2).
+// *CompileError (spec/health-loop.txt, "Assessment" step 2). Compiling convoy-defaults
+// takes milliseconds: the loop reuses evaluators through an EvaluatorCache.
 func NewEvaluator(global []extv1alpha1.GlobalHealthRuleSet, local []extv1alpha1.HealthRuleSet) (*Evaluator, error) {
 	env, err := newEnv()
 	if err != nil {
@@ -140,7 +174,7 @@ func sortedIndexes(n int, cmpFn func(a, b int) int) []int {
 }
 
 // addSet compiles the rules of one set and appends them to the index.
-func (e *Evaluator) addSet(env *cel.Env, kind, namespace, name string, rules []extv1alpha1.RuleSpec) error {
+func (e *Evaluator) addSet(env *celEnv, kind, namespace, name string, rules []extv1alpha1.RuleSpec) error {
 	id := ruleSetID(kind, namespace, name)
 	for i := range rules {
 		spec := &rules[i]
@@ -152,7 +186,9 @@ func (e *Evaluator) addSet(env *cel.Env, kind, namespace, name string, rules []e
 		if err != nil {
 			return fail(FieldRuleExpression, spec.RuleExpression, err)
 		}
-		cr := &compiledRule{ruleSet: id, index: i, rule: rule, generalMsg: generalMessage(kind, name, i)}
+		cr := &compiledRule{ruleSet: id, index: i, rule: rule, generalMsg: generalMessage(kind, name, i),
+			failed:  &Decider{Kind: kind, Namespace: namespace, Name: name, Rule: i, Cause: CauseRuleFailed},
+			errored: &Decider{Kind: kind, Namespace: namespace, Name: name, Rule: i, Cause: CauseEvaluationError}}
 		if spec.MessageExpression != "" {
 			if cr.message, err = compile(env, spec.MessageExpression); err != nil {
 				return fail(FieldMessageExpression, spec.MessageExpression, err)
@@ -171,21 +207,51 @@ func (e *Evaluator) addSet(env *cel.Env, kind, namespace, name string, rules []e
 	return nil
 }
 
-// compile parses and type-checks expr and plans it with the cost limit. The type of the
-// result is not checked here: CONTRACT §2 makes a ruleExpression that returns a non-bool
-// an evaluation error and a non-string messageExpression the general message, so Evaluate
-// checks the values it gets instead.
-func compile(env *cel.Env, expr string) (cel.Program, error) {
-	ast, iss := env.Compile(expr)
+// compile parses and type-checks expr in Kubernetes' base environment and plans it with
+// the call guard (guard.go). An expression without comprehensions does a bounded number
+// of steps (at most its size) besides its calls, which the guard charges, so it runs
+// without cel-go's per-step cost tracking; one with comprehensions runs with it, under
+// the base environment's per-call limit (CostLimit) as well as the guard.
+//
+// The type of the result is not checked here: CONTRACT §2 makes a ruleExpression that
+// returns a non-bool an evaluation error and a non-string messageExpression the general
+// message, so Evaluate checks the values it gets instead.
+func compile(env *celEnv, expr string) (cel.Program, error) {
+	ast, iss := env.compile.Compile(expr)
 	if iss.Err() != nil {
 		return nil, iss.Err()
 	}
-	prg, err := env.Program(ast, programOptions()...)
+	guard := cel.CustomDecoratorV2(guardDecorator(env.overloads))
+	var prg cel.Program
+	var err error
+	if hasComprehension(ast.NativeRep().Expr()) {
+		prg, err = env.compile.Program(ast, guard)
+	} else {
+		prg, err = env.plan.PlanProgram(ast.NativeRep(), guard)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("planning the program: %w", err)
 	}
 	return prg, nil
 }
+
+// hasComprehension reports whether e contains a comprehension (all, exists, map,
+// filter, cel.bind, ...): the only way an expression repeats work.
+func hasComprehension(e celast.Expr) bool {
+	found := false
+	celast.PreOrderVisit(e, celast.NewExprVisitor(func(e celast.Expr) {
+		if e.Kind() == celast.ComprehensionKind {
+			found = true
+		}
+	}))
+	return found
+}
+
+// emptyObject stands for a nil object; it is never modified.
+var emptyObject = map[string]any{}
+
+// activations are the pooled activations of Evaluate.
+var activations = sync.Pool{New: func() any { return &evalActivation{} }}
 
 // Evaluate runs the rules that apply to one live object (spec/health-rule-sets.txt,
 // "Match" and "Result"; CONTRACT §2, "Rule order" and "Messages").
@@ -194,25 +260,28 @@ func compile(env *cel.Env, expr string) (cel.Program, error) {
 // resource its plural lowercase resource ("deployments"); both must equal a rule's
 // apiVersion and one of its resources exactly for the rule to apply. object is the
 // content as the dynamic client returns it (unstructured.Unstructured.Object: nested
-// map[string]any and []any, integers as int64); a nil object is evaluated as {}.
+// map[string]any and []any, integers as int64); a nil object is evaluated as {}. It is
+// only read.
 //
 // The applicable rules run in the evaluator's order; the first one that errors gives
 // Error, the first one that returns false gives Fail, and Pass needs all of them to
-// return true (or none to apply). Each expression runs within CostLimit.
+// return true (or none to apply). Each expression runs within CostLimit; one that would
+// exceed it is an Error "evaluation error: operation cancelled: actual cost limit
+// exceeded". A panic inside an evaluation is an Error too, never a crash.
 func (e *Evaluator) Evaluate(apiVersion, resource string, object map[string]any) Result {
 	rules := e.rules[matchKey{apiVersion: apiVersion, resource: resource}]
 	if len(rules) == 0 {
 		return passed
 	}
+	act := activations.Get().(*evalActivation)
+	defer activations.Put(act)
+	act.object = object
 	if object == nil {
-		object = map[string]any{}
+		act.object = emptyObject
 	}
-	act, err := interpreter.NewActivation(map[string]any{objectVariable: object})
-	if err != nil { // only for an unsupported input type, which a map is not
-		return Result{Outcome: Error, Message: TruncateMessage(evaluationErrorPrefix + err.Error()), RuleIndex: -1}
-	}
+	defer func() { act.object = nil }()
 	for _, r := range rules {
-		out, _, err := r.rule.Eval(act)
+		out, err := run(r.rule, act)
 		if err != nil {
 			return r.result(Error, evaluationErrorPrefix+err.Error())
 		}
@@ -227,13 +296,25 @@ func (e *Evaluator) Evaluate(apiVersion, resource string, object map[string]any)
 	return passed
 }
 
+// run evaluates one expression with a fresh budget; a panic becomes an error.
+func run(p cel.Program, act *evalActivation) (out ref.Val, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			out, err = nil, fmt.Errorf("internal error: %v", r)
+		}
+	}()
+	act.remaining = CostLimit
+	out, _, err = p.Eval(act)
+	return out, err
+}
+
 // failureMessage evaluates the rule's messageExpression, or falls back to the general
 // message when there is none, it errors, or it does not return a string.
-func (r *compiledRule) failureMessage(act interpreter.Activation) string {
+func (r *compiledRule) failureMessage(act *evalActivation) string {
 	if r.message == nil {
 		return r.generalMsg
 	}
-	out, _, err := r.message.Eval(act)
+	out, err := run(r.message, act)
 	if err != nil {
 		return r.generalMsg
 	}
@@ -246,7 +327,11 @@ func (r *compiledRule) failureMessage(act interpreter.Activation) string {
 
 // result builds the Result decided by this rule.
 func (r *compiledRule) result(o Outcome, message string) Result {
-	return Result{Outcome: o, Message: TruncateMessage(message), RuleSet: r.ruleSet, RuleIndex: r.index}
+	d := r.failed
+	if o == Error {
+		d = r.errored
+	}
+	return Result{Outcome: o, Message: TruncateMessage(message), RuleSet: r.ruleSet, RuleIndex: r.index, DecidedBy: d}
 }
 
 // typeName names the CEL type of v for an error message.

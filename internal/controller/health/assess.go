@@ -65,8 +65,13 @@ func (h *HealthController) assess(ctx context.Context, rel *v1alpha1.Release, pi
 	if err != nil {
 		return nil, err
 	}
-	// 2. Compile.
-	evaluator, err := health.NewEvaluator(global, local)
+	// 2. Compile (once per selection and generation of its rule sets).
+	h.evalOnce.Do(func() {
+		if h.Evaluators == nil {
+			h.Evaluators = health.NewEvaluatorCache(0)
+		}
+	})
+	evaluator, err := h.Evaluators.Get(global, local)
 	if err != nil {
 		return nil, fmt.Errorf("compiling health rules: %w", err)
 	}

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
+	"github.com/kumodo/convoy-observer/health"
 	"github.com/kumodo/convoy-observer/internal/controller/base"
 	"github.com/kumodo/convoy-observer/internal/inventory"
 )
@@ -49,6 +50,10 @@ type HealthController struct {
 	ReadConcurrency int
 	// Log is the loop's logger.
 	Log logr.Logger
+	// Evaluators caches the compiled rules of each selection of rule sets across
+	// passes and Releases; nil gets one on first use.
+	Evaluators *health.EvaluatorCache
+	evalOnce   sync.Once
 
 	mu sync.Mutex
 	// attempts holds, per Release key, the attempt count of each pending target

@@ -1,0 +1,178 @@
+package health
+
+import (
+	"strconv"
+	"strings"
+	"sync"
+
+	"k8s.io/utils/lru"
+
+	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
+)
+
+// DefaultCacheSize is the number of distinct rule-set selections an EvaluatorCache
+// keeps: far more than a cluster's Releases usually select (most use the defaults).
+const DefaultCacheSize = 256
+
+// EvaluatorCache keeps the compiled Evaluator of each selection of rule sets, so a
+// steady pass of the health loop compiles nothing (spec/health-loop.txt, "Assessment"
+// step 2). An entry is keyed by the identities (kind, namespace, name, uid) and
+// generations of the selected sets: any change of a set's spec bumps its generation,
+// which gives a new key, and the entries built from the old generation are dropped the
+// first time the new one is seen. Compilation is lazy: an Evaluator is built by the
+// first Get of its selection. A selection that does not compile is cached with its
+// *CompileError, so it is not compiled again either until a set changes.
+//
+// It is safe for concurrent use; concurrent Gets of a new selection may compile it
+// more than once, and the first result stored wins.
+type EvaluatorCache struct {
+	mu      sync.Mutex
+	entries *lru.Cache // key → *cacheEntry
+	// generations is the newest generation seen of each set (kind/namespace/name/uid),
+	// and keys the cache keys that use each set, so a change drops them.
+	generations map[string]string
+	keys        map[string]map[string]bool
+	// compiles counts the compilations, for tests and metrics.
+	compiles int
+}
+
+// cacheEntry is one compiled selection.
+type cacheEntry struct {
+	ev  *Evaluator
+	err error
+	ids []string
+}
+
+// NewEvaluatorCache returns a cache of at most size selections (DefaultCacheSize when
+// size < 1); the least recently used is evicted first.
+func NewEvaluatorCache(size int) *EvaluatorCache {
+	if size < 1 {
+		size = DefaultCacheSize
+	}
+	c := &EvaluatorCache{generations: map[string]string{}, keys: map[string]map[string]bool{}}
+	c.entries = lru.NewWithEvictionFunc(size, func(key lru.Key, value any) {
+		c.forgetKey(key.(string), value.(*cacheEntry))
+	})
+	return c
+}
+
+// Get returns the Evaluator of the given selection (as SelectRuleSets returns it),
+// compiling it on the first call, exactly as NewEvaluator would: the same order, and
+// the same *CompileError when a rule does not compile.
+func (c *EvaluatorCache) Get(global []extv1alpha1.GlobalHealthRuleSet, local []extv1alpha1.HealthRuleSet) (*Evaluator, error) {
+	key, ids, gens := selectionKey(global, local)
+	c.mu.Lock()
+	c.dropStale(ids, gens)
+	if v, ok := c.entries.Get(key); ok {
+		c.mu.Unlock()
+		e := v.(*cacheEntry)
+		return e.ev, e.err
+	}
+	c.mu.Unlock()
+
+	ev, err := NewEvaluator(global, local)
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.compiles++
+	if v, ok := c.entries.Get(key); ok { // compiled meanwhile by another caller
+		e := v.(*cacheEntry)
+		return e.ev, e.err
+	}
+	c.dropStale(ids, gens)
+	c.entries.Add(key, &cacheEntry{ev: ev, err: err, ids: ids})
+	for _, id := range ids {
+		if c.keys[id] == nil {
+			c.keys[id] = map[string]bool{}
+		}
+		c.keys[id][key] = true
+	}
+	return ev, err
+}
+
+// Compiles returns how many selections the cache has compiled so far.
+func (c *EvaluatorCache) Compiles() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.compiles
+}
+
+// Len returns the number of cached selections.
+func (c *EvaluatorCache) Len() int {
+	return c.entries.Len()
+}
+
+// dropStale records the generations of the sets of a selection and removes every entry
+// compiled from another generation of one of them. c.mu is held.
+func (c *EvaluatorCache) dropStale(ids, gens []string) {
+	for i, id := range ids {
+		old, seen := c.generations[id]
+		c.generations[id] = gens[i]
+		if !seen || old == gens[i] {
+			continue
+		}
+		for key := range c.keys[id] {
+			c.entries.Remove(key) // forgetKey runs from the eviction function
+		}
+	}
+}
+
+// forgetKey unlinks an evicted or removed entry from the sets it uses. c.mu is held.
+func (c *EvaluatorCache) forgetKey(key string, e *cacheEntry) {
+	for _, id := range e.ids {
+		delete(c.keys[id], key)
+		if len(c.keys[id]) == 0 {
+			delete(c.keys, id)
+		}
+	}
+}
+
+// selectionKey returns the cache key of a selection and, per set, its identity and
+// generation. The generation is metadata.generation; a set without one (never stored
+// by an API server) falls back to its resourceVersion, then to its rules' text, so a
+// change is never missed.
+func selectionKey(global []extv1alpha1.GlobalHealthRuleSet, local []extv1alpha1.HealthRuleSet) (string, []string, []string) {
+	ids := make([]string, 0, len(global)+len(local))
+	gens := make([]string, 0, len(global)+len(local))
+	var b strings.Builder
+	add := func(kind, namespace, name, uid string, generation int64, resourceVersion string, rules []extv1alpha1.RuleSpec) {
+		id := kind + "/" + namespace + "/" + name + "/" + uid
+		gen := "g" + strconv.FormatInt(generation, 10)
+		if generation == 0 {
+			gen = "rv" + resourceVersion
+			if resourceVersion == "" {
+				gen = "rules" + rulesText(rules)
+			}
+		}
+		ids, gens = append(ids, id), append(gens, gen)
+		b.WriteString(strconv.Quote(id))
+		b.WriteByte('@')
+		b.WriteString(strconv.Quote(gen))
+		b.WriteByte(';')
+	}
+	for i := range global {
+		s := &global[i]
+		add(KindGlobalHealthRuleSet, "", s.Name, string(s.UID), s.Generation, s.ResourceVersion, s.Spec.Rules)
+	}
+	for i := range local {
+		s := &local[i]
+		add(KindHealthRuleSet, s.Namespace, s.Name, string(s.UID), s.Generation, s.ResourceVersion, s.Spec.Rules)
+	}
+	return b.String(), ids, gens
+}
+
+// rulesText is the content of rules, for sets that have neither a generation nor a
+// resourceVersion.
+func rulesText(rules []extv1alpha1.RuleSpec) string {
+	var b strings.Builder
+	for _, r := range rules {
+		b.WriteString(strconv.Quote(r.APIVersion))
+		for _, res := range r.Resources {
+			b.WriteString(strconv.Quote(res))
+		}
+		b.WriteString(strconv.Quote(r.RuleExpression))
+		b.WriteString(strconv.Quote(r.MessageExpression))
+		b.WriteByte('|')
+	}
+	return b.String()
+}

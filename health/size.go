@@ -1,0 +1,139 @@
+package health
+
+import (
+	"reflect"
+
+	"github.com/google/cel-go/common/types"
+	"github.com/google/cel-go/common/types/ref"
+	"github.com/google/cel-go/common/types/traits"
+)
+
+// concatListType is the type of the lazy list that CEL's list + list returns. Its
+// Value() materializes the whole list, so sizeOf walks it element by element instead.
+var concatListType = reflect.TypeOf(types.NewStringList(types.DefaultTypeAdapter, []string{"a"}).(traits.Adder).Add(types.NewStringList(types.DefaultTypeAdapter, []string{"b"})))
+
+// sizeOf returns the size of v that the call guard charges for: the length in bytes of
+// a string or bytes value, 1 for any other scalar, and for a list or map 1 per element or
+// entry plus the sizes of the elements, keys and values, all the way down. It stops
+// counting once the size exceeds limit and then returns a number above limit, so the
+// walk itself never does more work than the budget it checks.
+func sizeOf(v ref.Val, limit uint64) uint64 {
+	switch t := v.(type) {
+	case types.String:
+		return uint64(len(t))
+	case types.Bytes:
+		return uint64(len(t))
+	case types.Int, types.Uint, types.Double, types.Bool, types.Null:
+		return 1
+	}
+	if reflect.TypeOf(v) == concatListType {
+		return sizeOfLister(v.(traits.Lister), limit)
+	}
+	switch v.(type) {
+	case traits.Lister, traits.Mapper:
+		return sizeOfNative(v.Value(), limit)
+	}
+	return 1
+}
+
+// sizeOfLister walks a list through its iterator.
+func sizeOfLister(l traits.Lister, limit uint64) uint64 {
+	var n uint64
+	for it := l.Iterator(); it.HasNext() == types.True; {
+		n += 1 + sizeOf(it.Next(), limit-min(n, limit))
+		if n > limit {
+			return n
+		}
+	}
+	return n
+}
+
+// sizeOfNative sizes the Go value behind a CEL value: what the dynamic client gives
+// (map[string]any, []any, string, int64, ...) or CEL's own containers.
+func sizeOfNative(x any, limit uint64) uint64 {
+	var n uint64
+	add := func(m uint64) bool {
+		n += m
+		return n > limit
+	}
+	switch t := x.(type) {
+	case string:
+		return uint64(len(t))
+	case []byte:
+		return uint64(len(t))
+	case map[string]any:
+		for k, e := range t {
+			if add(1 + uint64(len(k)) + sizeOfNative(e, limit-min(n, limit))) {
+				return n
+			}
+		}
+	case []any:
+		for _, e := range t {
+			if add(1 + sizeOfNative(e, limit-min(n, limit))) {
+				return n
+			}
+		}
+	case []string:
+		for _, e := range t {
+			if add(1 + uint64(len(e))) {
+				return n
+			}
+		}
+	case map[string]string:
+		for k, e := range t {
+			if add(1 + uint64(len(k)+len(e))) {
+				return n
+			}
+		}
+	case []ref.Val:
+		for _, e := range t {
+			if add(1 + sizeOf(e, limit-min(n, limit))) {
+				return n
+			}
+		}
+	case map[ref.Val]ref.Val:
+		for k, e := range t {
+			if add(1 + sizeOf(k, limit-min(n, limit)) + sizeOf(e, limit-min(n, limit))) {
+				return n
+			}
+		}
+	case ref.Val:
+		return sizeOf(t, limit)
+	default:
+		return sizeOfReflect(reflect.ValueOf(x), limit)
+	}
+	return n
+}
+
+// sizeOfReflect sizes other slices and maps (a CEL library may return []int64, for
+// example) by reflection; anything else is a scalar of size 1.
+func sizeOfReflect(rv reflect.Value, limit uint64) uint64 {
+	switch rv.Kind() {
+	case reflect.Slice, reflect.Array:
+		n := uint64(rv.Len())
+		if n > limit {
+			return n
+		}
+		for i := 0; i < rv.Len(); i++ {
+			if e := rv.Index(i); e.CanInterface() {
+				n += sizeOfNative(e.Interface(), limit-min(n, limit))
+			}
+			if n > limit {
+				return n
+			}
+		}
+		return n
+	case reflect.Map:
+		n := uint64(rv.Len())
+		for it := rv.MapRange(); it.Next() && n <= limit; {
+			if it.Key().CanInterface() && it.Value().CanInterface() {
+				n += sizeOfNative(it.Key().Interface(), limit-min(n, limit)) +
+					sizeOfNative(it.Value().Interface(), limit-min(n, limit))
+			}
+		}
+		return n
+	case reflect.String:
+		return uint64(rv.Len())
+	}
+	return 1
+}
