@@ -6,7 +6,7 @@ SHELL := /usr/bin/env bash
 # kube-scheduler, kwok), built from the Go module proxy and cached per version.
 CONTROLPLANE = hack/controlplane.sh path
 
-.PHONY: all build test e2e generate vet demo controlplane
+.PHONY: all build test e2e generate vet demo controlplane bench
 
 all: build
 
@@ -28,6 +28,12 @@ controlplane:
 ## test: every test, against a real kube-apiserver and etcd.
 test:
 	assets="$$($(CONTROLPLANE))"; KUBEBUILDER_ASSETS="$$assets" go test -race -count=1 ./...
+
+## bench: the rules engine side by side with kstatus.Compute and a hand-written Go check of the
+## same rule (same objects, one run, ratios printed), and the rules' cost of one pass over a
+## 100-entry Release; no control plane needed.
+bench:
+	go test -count=1 -v -run TestSideBySide ./health/bench/ -args -side-by-side | grep -v -e "^=== RUN" -e "^--- PASS" -e "^PASS$$"
 
 ## e2e: only the end-to-end tests (test/e2e: the demo scenario, run with --once); make test runs them too.
 e2e:

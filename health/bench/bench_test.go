@@ -1,0 +1,221 @@
+package bench
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
+
+	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
+	"github.com/kumodo/convoy-observer/health"
+	"github.com/kumodo/convoy-observer/health/manifest"
+)
+
+// sideBySide turns on TestSideBySide, the table that `make bench` prints.
+var sideBySide = flag.Bool("side-by-side", false, "print the side-by-side table of make bench")
+
+// deployments are the objects of the comparison: a passing Deployment and a failing
+// one (an old replica remains, so the messageExpression runs).
+var deployments = []struct{ name, path string }{
+	{"passing Deployment", "../../testdata/objects/06-control-deploy-paused-template-changed.yaml"},
+	{"failing Deployment", "../../testdata/gitops-engine-health/deployment-progressing.yaml"},
+}
+
+func readObject(tb testing.TB, path string) *unstructured.Unstructured {
+	tb.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer f.Close()
+	objs, err := manifest.DecodeObjects(f)
+	if err != nil || len(objs) != 1 {
+		tb.Fatalf("%s: %v (%d objects)", path, err, len(objs))
+	}
+	return &objs[0]
+}
+
+func defaults(tb testing.TB) ([]extv1alpha1.GlobalHealthRuleSet, []extv1alpha1.HealthRuleSet) {
+	tb.Helper()
+	f, err := os.Open("../convoy-defaults.yaml")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer f.Close()
+	g, l, err := manifest.DecodeRuleSets(f)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return g, l
+}
+
+func defaultsEvaluator(tb testing.TB) *health.Evaluator {
+	tb.Helper()
+	g, l := defaults(tb)
+	ev, err := health.NewEvaluator(g, l)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return ev
+}
+
+// handWritten is convoy-defaults' Deployment rule written in Go: the floor.
+func handWritten(obj map[string]any) (bool, string) {
+	status, _ := obj["status"].(map[string]any)
+	spec, _ := obj["spec"].(map[string]any)
+	meta, _ := obj["metadata"].(map[string]any)
+	og, hasOG := status["observedGeneration"].(int64)
+	gen, _ := meta["generation"].(int64)
+	want, _ := spec["replicas"].(int64)
+	updated, hasUpdated := status["updatedReplicas"].(int64)
+	replicas, hasReplicas := status["replicas"].(int64)
+	available, hasAvailable := status["availableReplicas"].(int64)
+	ok := status != nil && hasOG && og == gen &&
+		(want == 0 || (hasUpdated && updated == want && hasReplicas && replicas == updated &&
+			hasAvailable && available == updated))
+	if ok {
+		return true, ""
+	}
+	return false, strconv.FormatInt(available, 10) + "/" + strconv.FormatInt(want, 10) +
+		" available, " + strconv.FormatInt(updated, 10) + " updated"
+}
+
+// columns are the three implementations compared on each object.
+func columns(tb testing.TB) []struct {
+	name string
+	run  func(*unstructured.Unstructured)
+} {
+	ev := defaultsEvaluator(tb)
+	return []struct {
+		name string
+		run  func(*unstructured.Unstructured)
+	}{
+		{"convoy-observer", func(u *unstructured.Unstructured) { ev.Evaluate("apps/v1", "deployments", u.Object) }},
+		{"kstatus.Compute", func(u *unstructured.Unstructured) { _, _ = status.Compute(u) }},
+		{"hand-written Go", func(u *unstructured.Unstructured) { handWritten(u.Object) }},
+	}
+}
+
+// BenchmarkDeployment runs the three columns on each Deployment.
+func BenchmarkDeployment(b *testing.B) {
+	for _, d := range deployments {
+		u := readObject(b, d.path)
+		for _, c := range columns(b) {
+			b.Run(d.name+"/"+c.name, func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					c.run(u)
+				}
+			})
+		}
+	}
+}
+
+// releaseObjects builds the 100 objects of a Release: Deployments, StatefulSets,
+// DaemonSets, Pods, Jobs, PVCs, ConfigMaps (no rule) from the fixtures, in turn.
+func releaseObjects(tb testing.TB) (objs []*unstructured.Unstructured, resources []string) {
+	files := []struct{ path, resource string }{
+		{"../../testdata/objects/06-control-deploy-paused-template-changed.yaml", "deployments"},
+		{"../../testdata/gitops-engine-health/deployment-progressing.yaml", "deployments"},
+		{"../../testdata/gitops-engine-health/statefulset.yaml", "statefulsets"},
+		{"../../testdata/objects/04c-ds-just-created.yaml", "daemonsets"},
+		{"../../testdata/gitops-engine-health/pod-running-restart-always.yaml", "pods"},
+		{"../../testdata/gitops-engine-health/job-succeeded.yaml", "jobs"},
+		{"../../testdata/gitops-engine-health/pvc-bound.yaml", "persistentvolumeclaims"},
+		{"../../testdata/gitops-engine-health/svc-clusterip.yaml", "services"},
+	}
+	for i := range 100 {
+		f := files[i%len(files)]
+		objs = append(objs, readObject(tb, filepath.FromSlash(f.path)))
+		resources = append(resources, f.resource)
+	}
+	return objs, resources
+}
+
+// BenchmarkReleasePass is the rules' share of one health-loop pass over a Release of
+// 100 entries: the cached evaluator of its selection, then Evaluate and DeriveState for
+// every entry.
+func BenchmarkReleasePass(b *testing.B) {
+	g, l := defaults(b)
+	for i := range g {
+		g[i].UID, g[i].Generation = "uid", 1
+	}
+	cache := health.NewEvaluatorCache(0)
+	objs, resources := releaseObjects(b)
+	now := time.Now()
+	b.ReportAllocs()
+	for b.Loop() {
+		ev, err := cache.Get(g, l)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for i, u := range objs {
+			r := ev.Evaluate(u.GetAPIVersion(), resources[i], u.Object)
+			health.DeriveState(r, nil, nil, now)
+		}
+	}
+	if cache.Compiles() != 1 {
+		b.Fatalf("%d compilations, want 1", cache.Compiles())
+	}
+}
+
+// BenchmarkReleasePassUncached is the same pass compiling the rules every time, as
+// before the EvaluatorCache.
+func BenchmarkReleasePassUncached(b *testing.B) {
+	g, l := defaults(b)
+	objs, resources := releaseObjects(b)
+	now := time.Now()
+	b.ReportAllocs()
+	for b.Loop() {
+		ev, err := health.NewEvaluator(g, l)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for i, u := range objs {
+			r := ev.Evaluate(u.GetAPIVersion(), resources[i], u.Object)
+			health.DeriveState(r, nil, nil, now)
+		}
+	}
+}
+
+// TestSideBySide prints the table of make bench: each column on each Deployment in
+// one run, with its ratio to kstatus.Compute, then the per-pass cost of a 100-entry
+// Release. It asserts nothing about speed (the guide keeps speed goals in benchmarks);
+// it only runs with -side-by-side.
+func TestSideBySide(t *testing.T) {
+	if !*sideBySide {
+		t.Skip("run with -side-by-side (make bench)")
+	}
+	fmt.Printf("%-20s %-16s %12s %10s %12s\n", "object", "implementation", "ns/op", "allocs/op", "vs kstatus")
+	for _, d := range deployments {
+		u := readObject(t, d.path)
+		var results []testing.BenchmarkResult
+		cols := columns(t)
+		for _, c := range cols {
+			results = append(results, testing.Benchmark(func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					c.run(u)
+				}
+			}))
+		}
+		ks := float64(results[1].NsPerOp())
+		for i, c := range cols {
+			r := results[i]
+			fmt.Printf("%-20s %-16s %12d %10d %11.2fx\n", d.name, c.name, r.NsPerOp(), r.AllocsPerOp(), float64(r.NsPerOp())/ks)
+		}
+	}
+	for _, p := range []struct {
+		name string
+		fn   func(*testing.B)
+	}{{"cached rules", BenchmarkReleasePass}, {"compiled per pass", BenchmarkReleasePassUncached}} {
+		r := testing.Benchmark(p.fn)
+		fmt.Printf("100-entry Release pass, %-17s %12d ns/op %8d allocs/op %10d B/op\n", p.name+":", r.NsPerOp(), r.AllocsPerOp(), r.AllocedBytesPerOp())
+	}
+}
