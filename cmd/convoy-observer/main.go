@@ -31,9 +31,12 @@ func main() {
 		shards     stringList
 		namespaces stringList
 		qps        float64
+		noSync     bool
 	)
 	fs := flag.CommandLine // controller-runtime registers --kubeconfig here
-	fs.StringVar(&o.SyncURL, "sync-url", "", "base URL of convoy-api (e.g. http://127.0.0.1:8090) for POST …/sync; empty disables wake-ups")
+	fs.StringVar(&o.SyncURL, "sync-url", "", "base URL of convoy-api itself (e.g. https://127.0.0.1:8443) for the wake-ups (POST …/sync), with the observer's credentials; empty means through the kube-apiserver (the APIService)")
+	fs.StringVar(&o.SyncCAFile, "sync-ca-file", "", "PEM CA of convoy-api's serving certificate, for an https --sync-url (default: the system roots)")
+	fs.BoolVar(&noSync, "disable-sync", false, "send no wake-ups at all (the controller-manager then only sees its own resyncs)")
 	fs.Var(&shards, "shard", "a shard this replica owns (repeatable); none means the default shard \"\"")
 	fs.IntVar(&o.Workers, "workers", 4, "concurrent health passes (one Release is never synced twice at once)")
 	fs.Float64Var(&qps, "kube-api-qps", 50, "QPS of each client (management and targets)")
@@ -52,6 +55,15 @@ func main() {
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zopts), zap.WriteTo(os.Stderr)))
 	o.QPS, o.Shards, o.Namespaces = float32(qps), shards, namespaces
 	log := ctrl.Log.WithName("setup")
+	if noSync && o.SyncURL != "" {
+		log.Error(nil, "--disable-sync and --sync-url contradict each other")
+		os.Exit(2)
+	}
+	if o.SyncCAFile != "" && o.SyncURL == "" {
+		log.Error(nil, "--sync-ca-file needs --sync-url")
+		os.Exit(2)
+	}
+	o.SyncThroughAPIServer = !noSync && o.SyncURL == ""
 
 	ctx := ctrl.SetupSignalHandler()
 	if o.LeaderElect && o.LeaderElectionNamespace == "" {
@@ -70,13 +82,17 @@ func main() {
 		log.Error(err, "setting up convoy-observer")
 		os.Exit(1)
 	}
-	if o.SyncURL == "" {
-		log.Info("no --sync-url: the controller-manager will not be woken on edges")
+	wake := "through the kube-apiserver " + cfg.Host
+	switch {
+	case noSync:
+		wake = "disabled: the controller-manager will not be woken on edges"
+	case o.SyncURL != "":
+		wake = "directly at " + o.SyncURL
 	}
 	if o.LeaderElect {
-		log.Info("starting; waiting to lead", "shards", o.Shards, "lease", observer.LeaseName(o.Shards), "syncURL", o.SyncURL)
+		log.Info("starting; waiting to lead", "shards", o.Shards, "lease", observer.LeaseName(o.Shards), "wakeUps", wake)
 	} else {
-		log.Info("starting", "shards", o.Shards, "syncURL", o.SyncURL)
+		log.Info("starting", "shards", o.Shards, "wakeUps", wake)
 	}
 	if err := mgr.Start(ctx); err != nil {
 		log.Error(err, "convoy-observer stopped with an error")

@@ -5,32 +5,96 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"net/url"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kumodo/convoy-observer/internal/subresources"
 )
 
-// exitEndpointError is the exit status of release status when convoy-api cannot be
-// reached or answers an error (for example 404 for a missing Release).
+// exitEndpointError is the exit status of release status when the subresources cannot
+// be reached or answer an error (for example 404 for a missing Release, 403 when the
+// user may not read it).
 const exitEndpointError = 1
 
-// defaultAPIURL is where convoy-api listens by default (its --bind-address :8090).
-const defaultAPIURL = "http://127.0.0.1:8090"
+// releaseRequestTimeout bounds each request to the subresources.
+const releaseRequestTimeout = 30 * time.Second
 
-// releaseStatusTimeout bounds the request to convoy-api.
-const releaseStatusTimeout = 30 * time.Second
+// releaseAPIFlags choose how convoyctl reaches the Release subresources: through the
+// kube-apiserver of a kubeconfig (the default, as the kubeconfig's user), or at a direct
+// URL of convoy-api (--api-url) with the kubeconfig's credentials when there is one.
+// The release commands share them; connect turns them into a client.
+type releaseAPIFlags struct {
+	kubeconfig, context, namespace string
+	apiURL, apiCAFile              string
+}
 
-// releaseStatusOptions are the flags of release status.
-type releaseStatusOptions struct {
-	namespace string
-	apiURL    string
+// add registers the flags on fs.
+func (f *releaseAPIFlags) add(fs *pflag.FlagSet) {
+	fs.StringVarP(&f.namespace, "namespace", "n", "", "namespace of the Release (default: the kubeconfig context's, else default)")
+	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, else ~/.kube/config)")
+	fs.StringVar(&f.context, "context", "", "kubeconfig context (default: the current context)")
+	fs.StringVar(&f.apiURL, "api-url", "", "base URL of convoy-api itself, bypassing the kube-apiserver (debugging); the kubeconfig's credentials are sent when there is one")
+	fs.StringVar(&f.apiCAFile, "api-ca-file", "", "PEM CA that signed convoy-api's serving certificate, for an https --api-url (default: the system roots)")
+}
+
+// connect returns a client for the subresources and the namespace to use. Bad flags are
+// usage errors; an unusable kubeconfig is an endpoint error.
+func (f *releaseAPIFlags) connect() (*subresources.Client, string, error) {
+	if f.apiURL != "" {
+		u, err := url.Parse(f.apiURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, "", usageError(fmt.Errorf("invalid --api-url %q: want http(s)://HOST[:PORT]", f.apiURL))
+		}
+	} else if f.apiCAFile != "" {
+		return nil, "", usageError(errors.New("--api-ca-file needs --api-url"))
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = f.kubeconfig
+	kc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: f.context})
+	namespace := f.namespace
+	cfg, err := kc.ClientConfig()
+	switch {
+	case err == nil:
+		if namespace == "" {
+			if namespace, _, err = kc.Namespace(); err != nil {
+				return nil, "", &exitError{code: exitEndpointError, err: fmt.Errorf("reading the kubeconfig: %w", err)}
+			}
+		}
+	case clientcmd.IsEmptyConfig(err) && f.apiURL != "" && f.kubeconfig == "" && f.context == "":
+		cfg = &rest.Config{} // no kubeconfig at all: an anonymous call to --api-url
+	default:
+		return nil, "", &exitError{code: exitEndpointError, err: fmt.Errorf("loading the kubeconfig (or use --api-url): %w", err)}
+	}
+	if namespace == "" {
+		namespace = "default"
+	}
+	cfg.Timeout = releaseRequestTimeout
+	if f.apiURL != "" {
+		cfg = subresources.DirectConfig(cfg, f.apiURL, f.apiCAFile)
+	}
+	return subresources.NewClient(cfg), namespace, nil
+}
+
+// fetchReleaseHealth returns the HealthResult of the Release namespace/name; an error
+// (the Release is missing, access is denied, nothing answers) exits with
+// exitEndpointError and names the Release.
+func fetchReleaseHealth(ctx context.Context, c *subresources.Client, namespace, name string) (*subresources.HealthResponse, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	h, err := c.Health(ctx, namespace, name)
+	if err != nil {
+		return nil, &exitError{code: exitEndpointError, err: fmt.Errorf("reading the health of release %s/%s: %w", namespace, name, err)}
+	}
+	return h, nil
 }
 
 // newReleaseCommand builds the release group.
@@ -44,23 +108,31 @@ func newReleaseCommand(env *cliEnv) *cobra.Command {
 	return cmd
 }
 
-// newReleaseStatusCommand builds `release status NAME [-n NS] [--api-url URL]`.
+// newReleaseStatusCommand builds `release status NAME [-n NS] [--kubeconfig F]
+// [--context C] [--api-url URL [--api-ca-file F]]`.
 func newReleaseStatusCommand(env *cliEnv) *cobra.Command {
-	o := &releaseStatusOptions{}
+	f := &releaseAPIFlags{}
 	cmd := &cobra.Command{
-		Use:   "status NAME [-n NAMESPACE] [--api-url URL]",
+		Use:   "status NAME [-n NAMESPACE] [--kubeconfig F] [--context C] [--api-url URL]",
 		Short: "Show the health of a Release's objects and hooks",
-		Long: `Show the health of a Release as convoy-api's /health endpoint reports it: the entries
+		Long: `Show the health of a Release as the /health subresource reports it: the entries
 of its ReleaseInventory that the controller-manager records, with the state the health
 loop last wrote for each, and its lifecycle hooks. Nothing is assessed on the way.
+
+The request goes to the kube-apiserver of the kubeconfig, as its user, and the
+kube-apiserver passes it on to convoy-api (the APIService
+v1alpha1.subresources.convoy.kumodo.io): the user needs get on releases/health in group
+subresources.convoy.kumodo.io (the ClusterRole convoy-release-health-reader). --api-url
+sends it to convoy-api directly instead, which authenticates and authorizes it the same
+way.
 
 The first line names the release, whether every entry has the render of
 status.lastAttempted (renderCurrent) and the counts by state. Entries are sorted by wave;
 RENDER is the render that applied the object, with the render the state was assessed at
 when that differs. Empty fields show as -.
 
-Exit status: 0 on success, 1 when convoy-api cannot be reached or answers an error (such
-as 404 for a missing Release), 2 on a usage error.`,
+Exit status: 0 on success, 1 when the request fails (the Release does not exist, access
+is denied, nothing answers, the kubeconfig is unusable), 2 on a usage error.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return usageError(fmt.Errorf("%s needs exactly one release NAME, got %d arguments", cmd.CommandPath(), len(args)))
@@ -68,36 +140,22 @@ as 404 for a missing Release), 2 on a usage error.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return o.run(cmd.Context(), env, args[0])
+			c, namespace, err := f.connect()
+			if err != nil {
+				return err
+			}
+			h, err := fetchReleaseHealth(cmd.Context(), c, namespace, args[0])
+			if err != nil {
+				return err
+			}
+			if err := printReleaseStatus(env.stdout, h); err != nil {
+				return &exitError{code: exitEndpointError, err: fmt.Errorf("writing the output: %w", err)}
+			}
+			return nil
 		},
 	}
-	f := cmd.Flags()
-	f.StringVarP(&o.namespace, "namespace", "n", "default", "namespace of the Release")
-	f.StringVar(&o.apiURL, "api-url", defaultAPIURL, "base URL of convoy-api")
+	f.add(cmd.Flags())
 	return cmd
-}
-
-// run fetches the health of the Release and prints it.
-func (o *releaseStatusOptions) run(ctx context.Context, env *cliEnv, name string) error {
-	u, err := url.Parse(o.apiURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return usageError(fmt.Errorf("invalid --api-url %q: want http(s)://HOST[:PORT]", o.apiURL))
-	}
-	if o.namespace == "" {
-		return usageError(errors.New("--namespace must not be empty"))
-	}
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	c := &subresources.Client{BaseURL: o.apiURL, HTTP: &http.Client{Timeout: releaseStatusTimeout}}
-	h, err := c.Health(ctx, o.namespace, name)
-	if err != nil {
-		return &exitError{code: exitEndpointError, err: fmt.Errorf("release status %s/%s: %w", o.namespace, name, err)}
-	}
-	if err := printReleaseStatus(env.stdout, h); err != nil {
-		return &exitError{code: exitEndpointError, err: fmt.Errorf("writing the output: %w", err)}
-	}
-	return nil
 }
 
 // printReleaseStatus prints h as a header line, the table of entries and, when there are

@@ -3,9 +3,31 @@ package main
 import (
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 )
+
+// authRecorder serves next and remembers the last Authorization header.
+type authRecorder struct {
+	next func(http.ResponseWriter, *http.Request)
+	mu   sync.Mutex
+	auth string
+}
+
+func (a *authRecorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	a.mu.Lock()
+	a.auth = r.Header.Get("Authorization")
+	a.mu.Unlock()
+	a.next(w, r)
+}
+
+func (a *authRecorder) last() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.auth
+}
 
 // healthBody is a /health answer with entries in all states, a cluster-scoped core-less
 // entry, a stale assessment and a multi-line message, and two hooks.
@@ -39,7 +61,7 @@ pre   Job   demo       pre-1     Succeeded  2026-01-02T03:00:00Z  2026-01-02T03:
 func healthServer(t *testing.T) *httptest.Server {
 	t.Helper()
 	const prefix = "/apis/subresources.convoy.kumodo.io/v1alpha1/namespaces/"
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewServer(&authRecorder{next: func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		switch {
 		case r.Method == http.MethodGet && r.URL.Path == prefix+"demo/releases/shop/health":
@@ -50,17 +72,55 @@ func healthServer(t *testing.T) *httptest.Server {
 			w.WriteHeader(http.StatusNotFound)
 			_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","message":"release default/nope not found","reason":"NotFound","code":404}`))
 		}
-	}))
+	}})
 	t.Cleanup(srv.Close)
 	return srv
+}
+
+// kubeconfigFor writes a kubeconfig whose server is url, with namespace in its context
+// when not empty, and a bearer token.
+func kubeconfigFor(t *testing.T, url, namespace string) string {
+	t.Helper()
+	ns := ""
+	if namespace != "" {
+		ns = "\n    namespace: " + namespace
+	}
+	return writeFile(t, "kubeconfig", `apiVersion: v1
+kind: Config
+clusters:
+- name: c
+  cluster:
+    server: `+url+`
+users:
+- name: u
+  user:
+    token: t0ken
+contexts:
+- name: ctx
+  context:
+    cluster: c
+    user: u`+ns+`
+current-context: ctx
+`)
 }
 
 func TestReleaseStatus(t *testing.T) {
 	t.Parallel()
 	srv := healthServer(t)
-	assertRun(t, []string{"release", "status", "shop", "-n", "demo", "--api-url", srv.URL}, exitOK, wantStatus, "")
-	assertRun(t, []string{"release", "status", "--api-url", srv.URL + "/", "empty"}, exitOK,
+	// Through the kubeconfig's server (the kube-apiserver), in the context's namespace.
+	assertRun(t, []string{"release", "status", "shop", "--kubeconfig", kubeconfigFor(t, srv.URL, "demo")}, exitOK, wantStatus, "")
+	// -n wins over the context's namespace.
+	assertRun(t, []string{"release", "status", "empty", "-n", "default", "--kubeconfig", kubeconfigFor(t, srv.URL, "demo")}, exitOK,
 		"Release default/empty  renderCurrent=true  total=0 healthy=0 progressing=0 degraded=0 unknown=0\n\nNo inventory entries.\n", "")
+	// A direct URL, with the kubeconfig's credentials (client-go loads them only for an
+	// https server, which is never contacted here); without a namespace: default.
+	elsewhere := kubeconfigFor(t, "https://127.0.0.1:1", "")
+	assertRun(t, []string{"release", "status", "shop", "-n", "demo", "--kubeconfig", elsewhere, "--api-url", srv.URL}, exitOK, wantStatus, "")
+	assertRun(t, []string{"release", "status", "--kubeconfig", elsewhere, "--api-url", srv.URL + "/", "empty"}, exitOK,
+		"Release default/empty  renderCurrent=true  total=0 healthy=0 progressing=0 degraded=0 unknown=0\n\nNo inventory entries.\n", "")
+	if got := srv.Config.Handler.(*authRecorder).last(); got != "Bearer t0ken" {
+		t.Errorf("Authorization = %q, want the kubeconfig's token", got)
+	}
 }
 
 func TestReleaseStatusErrors(t *testing.T) {
@@ -68,18 +128,23 @@ func TestReleaseStatusErrors(t *testing.T) {
 	srv := healthServer(t)
 	closed := httptest.NewServer(http.NotFoundHandler())
 	closed.Close()
+	kc := kubeconfigFor(t, srv.URL, "")
 	cases := []struct {
 		name   string
 		args   []string
 		code   int
 		stderr string
 	}{
-		{"missing release", []string{"release", "status", "nope", "--api-url", srv.URL}, exitEndpointError,
-			"convoyctl: release status default/nope: GET " + srv.URL + "/apis/subresources.convoy.kumodo.io/v1alpha1/namespaces/default/releases/nope/health: 404 Not Found: release default/nope not found\n"},
-		{"unreachable", []string{"release", "status", "shop", "--api-url", closed.URL}, exitEndpointError, "connect"},
-		{"no name", []string{"release", "status", "--api-url", srv.URL}, exitUsage, "needs exactly one release NAME"},
+		{"missing release", []string{"release", "status", "nope", "--kubeconfig", kc}, exitEndpointError,
+			"convoyctl: reading the health of release default/nope: release default/nope not found\n"},
+		{"unreachable", []string{"release", "status", "shop", "--kubeconfig", kubeconfigFor(t, closed.URL, "")}, exitEndpointError, "connect"},
+		{"unreachable direct", []string{"release", "status", "shop", "--kubeconfig", kc, "--api-url", closed.URL}, exitEndpointError, "connect"},
+		{"no kubeconfig", []string{"release", "status", "shop", "--kubeconfig", filepath.Join(t.TempDir(), "none")}, exitEndpointError, "loading the kubeconfig"},
+		{"unknown context", []string{"release", "status", "shop", "--kubeconfig", kc, "--context", "nope"}, exitEndpointError, `context "nope"`},
+		{"no name", []string{"release", "status", "--kubeconfig", kc}, exitUsage, "needs exactly one release NAME"},
 		{"two names", []string{"release", "status", "a", "b"}, exitUsage, "needs exactly one release NAME"},
 		{"bad url", []string{"release", "status", "shop", "--api-url", "127.0.0.1:8090"}, exitUsage, `invalid --api-url "127.0.0.1:8090"`},
+		{"CA without URL", []string{"release", "status", "shop", "--api-ca-file", "ca.crt"}, exitUsage, "--api-ca-file needs --api-url"},
 		{"bad flag", []string{"release", "status", "shop", "--bogus"}, exitUsage, "unknown flag"},
 		{"unknown subcommand", []string{"release", "stats"}, exitUsage, `unknown command "stats"`},
 	}

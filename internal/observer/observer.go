@@ -9,7 +9,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
-	"net/http"
 	"regexp"
 	"strings"
 	"time"
@@ -30,8 +29,17 @@ import (
 
 // Options configure one observer replica. Zero values mean the defaults of the flags.
 type Options struct {
-	// SyncURL is the base URL of convoy-api for POST …/sync; "" disables wake-ups.
+	// SyncThroughAPIServer sends the wake-ups (POST …/releases/{name}/sync) to the
+	// kube-apiserver of the config, which passes them to convoy-api through the
+	// APIService, as the observer's own user (the command's default).
+	SyncThroughAPIServer bool
+	// SyncURL, when not empty, sends the wake-ups to convoy-api at this base URL
+	// directly instead (tests, the demo), still with the observer's credentials.
+	// Neither set: no wake-ups.
 	SyncURL string
+	// SyncCAFile is the PEM CA that signed convoy-api's serving certificate, for an https
+	// SyncURL; "" means the system roots.
+	SyncCAFile string
 	// Shards are the shards this replica owns; none means the default shard "".
 	Shards []string
 	// Workers is the number of concurrent health passes (default 4).
@@ -57,6 +65,9 @@ type Options struct {
 	// WrapWriter wraps the client that the loop writes with (tests count writes).
 	WrapWriter func(client.Client) client.Client
 }
+
+// syncTimeout bounds one wake-up request.
+const syncTimeout = 10 * time.Second
 
 // LeaseName returns the name of the Lease that the replicas owning shards compete for:
 // convoy-observer-shard-default for the default shard alone; otherwise the sorted shard
@@ -130,8 +141,13 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, *ba
 		QPS: o.QPS, Burst: o.Burst, Timeout: o.TargetTimeout,
 	})
 	var waker healthctrl.Waker
-	if o.SyncURL != "" {
-		waker = &subresources.Client{BaseURL: o.SyncURL, HTTP: &http.Client{Timeout: 10 * time.Second}}
+	switch wakeCfg := rest.CopyConfig(cfg); {
+	case o.SyncURL != "":
+		wakeCfg.Timeout = syncTimeout
+		waker = subresources.NewClient(subresources.DirectConfig(wakeCfg, o.SyncURL, o.SyncCAFile))
+	case o.SyncThroughAPIServer:
+		wakeCfg.Timeout = syncTimeout
+		waker = subresources.NewClient(wakeCfg)
 	}
 	var writer client.Client = mgr.GetClient()
 	if o.WrapWriter != nil {

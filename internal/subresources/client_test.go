@@ -10,6 +10,9 @@ import (
 	"time"
 
 	"github.com/go-logr/logr/funcr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
 	"github.com/kumodo/convoy-observer/internal/subresources"
@@ -39,43 +42,57 @@ func TestClientAgainstHandler(t *testing.T) {
 	}
 
 	err = c.RequestSync(ctx, "default", "client-missing")
-	var he *subresources.HTTPError
-	if !errors.As(err, &he) || he.StatusCode != http.StatusNotFound {
-		t.Fatalf("RequestSync of a missing release = %v, want an HTTPError 404", err)
+	var se *apierrors.StatusError
+	if !errors.As(err, &se) || !apierrors.IsNotFound(err) {
+		t.Fatalf("RequestSync of a missing release = %#v, want a NotFound StatusError", err)
 	}
-	mustContain(t, "error", err.Error(), "404 Not Found: release default/client-missing not found")
-	if _, err := c.Health(ctx, "default", "client-missing"); !errors.As(err, &he) || he.StatusCode != http.StatusNotFound {
-		t.Errorf("Health of a missing release = %v, want an HTTPError 404", err)
+	if d := se.ErrStatus.Details; d == nil || d.Name != "client-missing" || d.Group != v1alpha1.GroupVersion.Group || d.Kind != "releases" {
+		t.Errorf("details = %+v, want the Release client-missing", d)
+	}
+	mustContain(t, "error", err.Error(), "release default/client-missing not found")
+	if _, err := c.Health(ctx, "default", "client-missing"); !apierrors.IsNotFound(err) {
+		t.Errorf("Health of a missing release = %v, want NotFound", err)
 	}
 }
 
 func TestClientErrors(t *testing.T) {
 	t.Parallel()
-	var gotPath string
+	var gotPath, gotAuth string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		gotPath = r.URL.EscapedPath()
+		gotPath, gotAuth = r.URL.EscapedPath(), r.Header.Get("Authorization")
 		http.Error(w, "upstream exploded", http.StatusInternalServerError)
 	}))
 	defer srv.Close()
-	c := &subresources.Client{BaseURL: srv.URL, HTTP: srv.Client()}
+	c := &subresources.Client{Config: &rest.Config{BearerToken: "t0ken"}, BaseURL: srv.URL, HTTP: srv.Client()}
 
-	err := c.RequestSync(context.Background(), "my ns", "a/b")
-	if err == nil {
-		t.Fatal("RequestSync against a 500 succeeded")
+	err := c.RequestSync(context.Background(), "my-ns", "a.b")
+	if !apierrors.IsInternalError(err) {
+		t.Fatalf("RequestSync against a 500 = %v, want an InternalError StatusError", err)
 	}
-	for _, want := range []string{"POST", "500 Internal Server Error", "upstream exploded"} {
-		mustContain(t, "error", err.Error(), want)
-	}
-	if want := subresources.PathPrefix + "/namespaces/my%20ns/releases/a%2Fb/sync"; gotPath != want {
+	mustContain(t, "error", err.Error(), "upstream exploded")
+	if want := subresources.PathPrefix + "/namespaces/my-ns/releases/a.b/sync"; gotPath != want {
 		t.Errorf("path = %q, want %q", gotPath, want)
 	}
-	if _, err := c.Health(context.Background(), "default", "x"); err == nil || !strings.Contains(err.Error(), "500") {
+	if _, err := c.Health(context.Background(), "default", "x"); !apierrors.IsInternalError(err) {
 		t.Errorf("Health against a 500 = %v", err)
+	}
+	// A direct URL carries the caller's credentials like any other call.
+	direct := &subresources.Client{Config: subresources.DirectConfig(&rest.Config{Host: "https://kube.example", BearerToken: "t0ken",
+		TLSClientConfig: rest.TLSClientConfig{CAData: []byte("cluster CA")}}, srv.URL, "")}
+	_ = direct.RequestSync(context.Background(), "default", "x")
+	if gotAuth != "Bearer t0ken" {
+		t.Errorf("Authorization of a direct request = %q, want the bearer token", gotAuth)
+	}
+	if err := c.RequestSync(context.Background(), "default", "a/b"); err == nil || !strings.Contains(err.Error(), "a/b") {
+		t.Errorf("RequestSync of an invalid name = %v, want an error naming it", err)
 	}
 
 	srv.Close()
-	if err := c.RequestSync(context.Background(), "default", "x"); err == nil {
-		t.Error("RequestSync against a closed server succeeded")
+	if err := c.RequestSync(context.Background(), "default", "x"); err == nil || apierrors.ReasonForError(err) != metav1.StatusReasonUnknown {
+		t.Errorf("RequestSync against a closed server = %v, want a transport error", err)
+	}
+	if err := (&subresources.Client{}).RequestSync(context.Background(), "default", "x"); err == nil {
+		t.Error("a Client without an address sent a request")
 	}
 }
 

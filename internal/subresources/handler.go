@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -30,24 +31,36 @@ type SyncResponse struct {
 	SyncRequestedAt string `json:"syncRequestedAt"`
 }
 
+// OpenAPIModelName names SyncResponse in OpenAPI.
+func (SyncResponse) OpenAPIModelName() string { return openAPIModelPrefix + "SyncResponse" }
+
 // Handler serves the Release subresources /sync and /health, the discovery document of
-// the group-version, and /healthz. Create it with NewHandler; it is safe for concurrent
-// use once its fields are set.
+// the group-version, and /healthz. convoy-api mounts it behind k8s.io/apiserver (package
+// internal/subresources/apiserver), which authenticates and authorizes every request
+// first; on its own, it does neither (tests use it so). Create it with NewHandler; it is
+// safe for concurrent use once its fields are set.
 type Handler struct {
 	// Now is the clock of /sync; NewHandler sets time.Now.
 	Now func() time.Time
-	// Log receives one line per request; NewHandler sets klog's logger.
+	// Log receives one line per request, naming the authenticated user when the request
+	// context has one; NewHandler sets klog's logger.
 	Log logr.Logger
+	// Reader serves the reads of /health (Release and ReleaseInventory); NewHandler sets
+	// the client itself. An informer cache makes /health independent of the API server;
+	// it must keep the inventory's managedFields, which decide the entries shown.
+	Reader client.Reader
+	// Fallback, when not nil, is asked when Reader does not know the Release (a cache
+	// that has not seen it yet), and then also for its inventory, so that a Release
+	// created a moment ago is no 404.
+	Fallback client.Reader
 
 	client client.Client
 }
 
-// NewHandler returns a Handler that reads and patches Releases and reads
-// ReleaseInventories through c (a client whose scheme knows convoy.kumodo.io/v1alpha1).
-// c should be a direct client: the managedFields of the inventory decide which entries
-// /health shows.
+// NewHandler returns a Handler that patches Releases through c (a client whose scheme
+// knows convoy.kumodo.io/v1alpha1) and, until Reader is changed, reads through c too.
 func NewHandler(c client.Client) *Handler {
-	return &Handler{Now: time.Now, Log: klog.Background().WithName("subresources"), client: c}
+	return &Handler{Now: time.Now, Log: klog.Background().WithName("subresources"), Reader: c, client: c}
 }
 
 // ServeHTTP routes a request. Unknown paths answer 404, release paths with names that
@@ -62,7 +75,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == HealthzPath {
 			log = log.V(1)
 		}
-		log.Info("request", "method", r.Method, "path", r.URL.Path, "status", rw.status(), "release", release)
+		kv := []any{"method", r.Method, "path", r.URL.Path, "status", rw.status(), "release", release}
+		if u, ok := request.UserFrom(r.Context()); ok {
+			kv = append(kv, "user", u.GetName(), "groups", u.GetGroups())
+		}
+		log.Info("request", kv...)
 	}()
 
 	path := r.URL.EscapedPath()
@@ -136,13 +153,19 @@ func (h *Handler) serveSync(w http.ResponseWriter, r *http.Request, route releas
 // serveHealth reads the Release and its ReleaseInventory and answers HealthResult.
 func (h *Handler) serveHealth(w http.ResponseWriter, r *http.Request, route releaseRoute) {
 	key := client.ObjectKey{Namespace: route.namespace, Name: route.name}
+	reader := h.Reader
 	rel := &v1alpha1.Release{}
-	if err := h.client.Get(r.Context(), key, rel); err != nil {
+	err := reader.Get(r.Context(), key, rel)
+	if apierrors.IsNotFound(err) && h.Fallback != nil {
+		reader = h.Fallback
+		err = reader.Get(r.Context(), key, rel)
+	}
+	if err != nil {
 		writeAPIError(w, route, "reading", err)
 		return
 	}
 	inv := &v1alpha1.ReleaseInventory{}
-	if err := h.client.Get(r.Context(), key, inv); err != nil {
+	if err := reader.Get(r.Context(), key, inv); err != nil {
 		if !apierrors.IsNotFound(err) {
 			writeStatus(w, http.StatusInternalServerError, metav1.StatusReasonInternalError,
 				fmt.Sprintf("reading ReleaseInventory %s/%s: %v", route.namespace, route.name, err), nil)

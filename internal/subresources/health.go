@@ -182,3 +182,15 @@ func healthHook(h *v1alpha1.HookEntry) HealthHook {
 	}
 	return out
 }
+
+// OpenAPI model names of the response types (convoy-api's OpenAPI document).
+const openAPIModelPrefix = "com.kumodo.convoy.subresources.v1alpha1."
+
+// OpenAPIModelName names HealthResponse in OpenAPI.
+func (HealthResponse) OpenAPIModelName() string { return openAPIModelPrefix + "HealthResponse" }
+
+// OpenAPIModelName names HealthEntry in OpenAPI.
+func (HealthEntry) OpenAPIModelName() string { return openAPIModelPrefix + "HealthEntry" }
+
+// OpenAPIModelName names HealthHook in OpenAPI.
+func (HealthHook) OpenAPIModelName() string { return openAPIModelPrefix + "HealthHook" }
