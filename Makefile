@@ -6,7 +6,7 @@ SHELL := /usr/bin/env bash
 # kube-scheduler, kwok), built from the Go module proxy and cached per version.
 CONTROLPLANE = hack/controlplane.sh path
 
-.PHONY: all build test e2e generate vet demo controlplane bench
+.PHONY: all build test e2e generate vet demo controlplane bench bench-scale
 
 all: build
 
@@ -38,6 +38,13 @@ bench:
 ## e2e: only the end-to-end tests (test/e2e: the demo scenario, run with --once); make test runs them too.
 e2e:
 	assets="$$($(CONTROLPLANE))"; KUBEBUILDER_ASSETS="$$assets" go test -race -count=1 -v ./test/e2e/...
+
+## bench-scale: the scale benchmark (docs/operations.md, "Scaling and sizing"): for each N,
+## a fresh local control plane, N Releases × M Deployments, the observer binary; prints one
+## table per N. ARGS are passed to it, e.g. ARGS='--releases 10,100,1000,10000 --changes 50'.
+## make test runs a small N (test/scale) and asserts the shape only.
+bench-scale:
+	assets="$$($(CONTROLPLANE))"; KUBEBUILDER_ASSETS="$$assets" go run ./hack/scale $(ARGS)
 
 ## demo: the demo scenario on a local simulated cluster (see README "Demo"); ARGS are passed
 ## to it, e.g. ARGS=--once to run it without waiting for Ctrl-C (exit status 0 = every

@@ -259,7 +259,7 @@ func TestDefault(t *testing.T) {
 		want.add("", "convoy.kumodo.io", []string{"releases/status"}, "patch")
 		want.add("", "convoy.kumodo.io", []string{"releaseinventories"}, "get", "list", "watch", "patch")
 		want.add("", "extensions.convoy.kumodo.io", []string{"globalhealthrulesets", "healthrulesets"}, "get", "list", "watch")
-		want.add("", "", []string{"secrets"}, "get")
+		want.add("", "", []string{"secrets"}, "get", "list", "watch")
 		want.add("", "*", []string{"*"}, "get") // the local-cluster reader, checked below
 		want.add(namespace, "coordination.k8s.io", []string{"leases"}, "get", "create", "update")
 		want.add(namespace, "", []string{"events"}, "create", "patch")
@@ -275,8 +275,8 @@ func TestDefault(t *testing.T) {
 				t.Errorf("the observer must not %s releases (it writes only releases/status)", g.verb)
 			case g.resource == "releaseinventories" && slices.Contains([]string{"create", "update", "delete", "deletecollection"}, g.verb):
 				t.Errorf("the observer must not %s releaseinventories (Server-Side Apply is patch)", g.verb)
-			case g.resource == "secrets" && g.verb != "get":
-				t.Errorf("the observer must not %s secrets (it GETs a kubeconfig Secret, uncached)", g.verb)
+			case g.resource == "secrets" && g.verb != "get" && g.verb != "list" && g.verb != "watch":
+				t.Errorf("the observer must not %s secrets (it watches each kubeconfig Secret by name)", g.verb)
 			}
 		}
 

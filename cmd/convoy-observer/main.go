@@ -32,15 +32,20 @@ func main() {
 		namespaces stringList
 		qps        float64
 		noSync     bool
+		targetQPS  float64
 	)
 	fs := flag.CommandLine // controller-runtime registers --kubeconfig here
 	fs.StringVar(&o.SyncURL, "sync-url", "", "base URL of convoy-api itself (e.g. https://127.0.0.1:8443) for the wake-ups (POST …/sync), with the observer's credentials; empty means through the kube-apiserver (the APIService)")
 	fs.StringVar(&o.SyncCAFile, "sync-ca-file", "", "PEM CA of convoy-api's serving certificate, for an https --sync-url (default: the system roots)")
 	fs.BoolVar(&noSync, "disable-sync", false, "send no wake-ups at all (the controller-manager then only sees its own resyncs)")
 	fs.Var(&shards, "shard", "a shard this replica owns (repeatable); none means the default shard \"\"")
-	fs.IntVar(&o.Workers, "workers", 4, "concurrent health passes (one Release is never synced twice at once)")
-	fs.Float64Var(&qps, "kube-api-qps", 50, "QPS of each client (management and targets)")
-	fs.IntVar(&o.Burst, "kube-api-burst", 100, "burst of each client (management and targets)")
+	fs.IntVar(&o.Workers, "workers", 16, "concurrent health passes (one Release is never synced twice at once); a pass reads from memory and waits on its writes")
+	fs.Float64Var(&qps, "kube-api-qps", 200, "QPS of the management-cluster client: health writes (two per changed Release) and cache lists (docs/operations.md, \"Scaling and sizing\")")
+	fs.IntVar(&o.Burst, "kube-api-burst", 400, "burst of the management-cluster client")
+	fs.Float64Var(&targetQPS, "target-api-qps", 50, "QPS of each target cluster's client: the lists and watches of its informers, GETs of types it cannot watch")
+	fs.IntVar(&o.TargetBurst, "target-api-burst", 200, "burst of each target cluster's client")
+	fs.BoolVar(&o.DirectReads, "target-direct-reads", false, "read every target object with a GET on every pass instead of from watches")
+	fs.IntVar(&o.TargetNamespaceThreshold, "target-watch-namespace-threshold", 16, "a resource type recorded in more namespaces of one target is watched with one informer for all namespaces instead of one per namespace")
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", "0", "address of the metrics endpoint (\"0\" disables it)")
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz (\"0\" disables it)")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", false, "elect a leader among the replicas of the same shards (a Lease named convoy-observer-shard-default, or convoy-observer-shard-<shards>-<hash>)")
@@ -53,7 +58,7 @@ func main() {
 	zopts.BindFlags(fs)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zopts), zap.WriteTo(os.Stderr)))
-	o.QPS, o.Shards, o.Namespaces = float32(qps), shards, namespaces
+	o.QPS, o.TargetQPS, o.Shards, o.Namespaces = float32(qps), float32(targetQPS), shards, namespaces
 	log := ctrl.Log.WithName("setup")
 	if noSync && o.SyncURL != "" {
 		log.Error(nil, "--disable-sync and --sync-url contradict each other")

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -44,9 +45,20 @@ type Options struct {
 	Shards []string
 	// Workers is the number of concurrent health passes (default 4).
 	Workers int
-	// QPS and Burst of the management client and of each target client.
+	// QPS and Burst of the management client (reads come from the cache: this paces
+	// the health writes and sync requests).
 	QPS   float32
 	Burst int
+	// TargetQPS and TargetBurst of each target cluster's client (lists and watches of
+	// the informers, GETs of types that cannot be watched); 0 means QPS and Burst.
+	TargetQPS   float32
+	TargetBurst int
+	// DirectReads reads every target object with a GET on every pass instead of from
+	// watches (the behaviour before the target cache; for comparison and debugging).
+	DirectReads bool
+	// TargetNamespaceThreshold: a type recorded in more namespaces of one target is
+	// watched in all its namespaces with one informer (default 16).
+	TargetNamespaceThreshold int
 	// MetricsAddr and ProbeAddr are the listen addresses; "0" disables them.
 	MetricsAddr, ProbeAddr string
 	// LeaderElect makes the replicas of the same shards elect a leader with a Lease.
@@ -136,9 +148,21 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, *ba
 	if err != nil {
 		return nil, nil, fmt.Errorf("creating the manager: %w", err)
 	}
+	secrets, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("creating the Secret client: %w", err)
+	}
+	if o.TargetQPS <= 0 {
+		o.TargetQPS = o.QPS
+	}
+	if o.TargetBurst <= 0 {
+		o.TargetBurst = o.Burst
+	}
 	clusters := base.NewClusterCache(base.ClusterCacheOptions{
-		Local: cfg, SecretReader: mgr.GetAPIReader(),
-		QPS: o.QPS, Burst: o.Burst, Timeout: o.TargetTimeout,
+		Local: cfg, SecretReader: mgr.GetAPIReader(), Secrets: secrets,
+		QPS: o.TargetQPS, Burst: o.TargetBurst, Timeout: o.TargetTimeout,
+		Watch: !o.DirectReads, NamespaceThreshold: o.TargetNamespaceThreshold,
+		Log: ctrl.Log.WithName("targets"),
 	})
 	var waker healthctrl.Waker
 	switch wakeCfg := rest.CopyConfig(cfg); {

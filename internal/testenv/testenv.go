@@ -98,6 +98,9 @@ func start(withCRDs bool) (*Env, error) {
 	}
 	sch := NewScheme()
 	e := &envtest.Environment{BinaryAssetsDirectory: assets, Scheme: sch}
+	// Without it, a stopping kube-apiserver waits for every open watch to end by itself
+	// (minutes), so StopAPIServer times out once a client watches (informers do).
+	e.ControlPlane.GetAPIServer().Configure().Set("shutdown-watch-termination-grace-period", "2s")
 	if withCRDs {
 		e.CRDDirectoryPaths = []string{filepath.Join(root, "config", "crd", "bases")}
 		e.ErrorIfCRDPathMissing = true
@@ -146,3 +149,14 @@ func (e *Env) StopAPIServer() error { return e.env.ControlPlane.APIServer.Stop()
 
 // StartAPIServer restarts the kube-apiserver that StopAPIServer stopped.
 func (e *Env) StartAPIServer() error { return e.env.ControlPlane.APIServer.Start() }
+
+// UserKubeconfig returns a kubeconfig for the user name in groups on this API server
+// (no groups: a user that RBAC alone authorizes), for tests of what a narrower
+// identity may do.
+func (e *Env) UserKubeconfig(name string, groups ...string) ([]byte, error) {
+	user, err := e.env.AddUser(envtest.User{Name: name, Groups: groups}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("adding user %s: %w", name, err)
+	}
+	return user.KubeConfig()
+}

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/clock"
@@ -31,7 +34,7 @@ import (
 var ErrClusterNotConnected = errors.New("cluster not connected")
 
 // ObjectReader reads live objects from one target cluster. It is the one seam through
-// which the loops read targets, so a watch-fed cache can replace direct GETs later.
+// which the loops read targets: a watch-fed cache (ClusterCacheOptions.Watch) or GETs.
 type ObjectReader interface {
 	// Get returns the object, a NotFound API error when it does not exist, an error
 	// wrapping ErrClusterNotConnected when the cluster does not answer, or another error.
@@ -52,15 +55,20 @@ type ClusterCacheOptions struct {
 	// Local is the config of the cluster the observer runs in, used for a Cluster
 	// without kubeconfigSecretRef.
 	Local *rest.Config
-	// SecretReader reads kubeconfig Secrets; an uncached reader keeps the observer from
-	// caching every Secret of the management cluster.
+	// SecretReader reads kubeconfig Secrets when Secrets is nil, or when watching them
+	// is forbidden; an uncached reader keeps the observer from caching every Secret of
+	// the management cluster.
 	SecretReader client.Reader
+	// Secrets, when set, watches each kubeconfig Secret that a Cluster references (one
+	// watch per Secret, by name), so a pass reads it from memory and a rotation rebuilds
+	// the cluster's clients and cache at once.
+	Secrets kubernetes.Interface
 	// QPS and Burst of each target client (client-go defaults, 5 and 10, throttle a
-	// Release of many objects).
+	// Release of many objects). With Watch they pace GETs and the lists of informers.
 	QPS   float32
 	Burst int
 	// Timeout bounds each request to a target, so one dead cluster never stalls a
-	// worker for long. Default 10s.
+	// worker for long. Default 10s. Watches are not bounded by it.
 	Timeout time.Duration
 	// HoldDown is how long reads of a cluster fail fast after it did not answer, so
 	// that the many Releases of one dead cluster do not each wait out Timeout and tie up
@@ -69,20 +77,52 @@ type ClusterCacheOptions struct {
 	HoldDown time.Duration
 	// Clock is the time source of the hold-down; nil means the real clock.
 	Clock clock.PassiveClock
+
+	// Watch makes readers answer from informers that Track starts per resource type
+	// (and namespace); without it every read is a GET.
+	Watch bool
+	// NamespaceThreshold: a type recorded in more namespaces than this on one cluster
+	// is watched in all namespaces with one informer instead of one per namespace.
+	// Default 16.
+	NamespaceThreshold int
+	// SyncWait bounds how long a read waits for a new informer's first list before it
+	// falls back to a GET. Default 5s.
+	SyncWait time.Duration
+	// FallbackRetry is how long a type whose list or watch is forbidden (or unserved)
+	// is read with GETs before watching it is tried again. Default 5m.
+	FallbackRetry time.Duration
+	// Log receives the cache's log lines (started/stopped watches, fallbacks).
+	Log logr.Logger
 }
 
 // ClusterCache builds clients once per Cluster and rebuilds them when the Cluster's
-// kubeconfig Secret changes. It holds no lock across a network call.
+// kubeconfig Secret changes. With Watch, each cluster's reader is a cache of the
+// objects that Releases record, fed by informers (see Track). It holds no lock across a
+// network call.
 type ClusterCache struct {
-	opts ClusterCacheOptions
+	opts    ClusterCacheOptions
+	secrets *secretWatches
 
 	mu      sync.Mutex
-	clients map[string]cachedClient
+	clients map[string]*cachedClient
+	// interest: cluster key → release key → what the release reads (Track).
+	interest map[string]map[string][]TargetRef
+	// releaseCluster: release key → the cluster key it reads.
+	releaseCluster map[string]string
+	onObject       func(ObjectEvent)
+	onCluster      func(namespace, name string)
 }
 
 type cachedClient struct {
 	fingerprint string
 	reader      ObjectReader
+	watches     *targetWatches // nil without Watch
+}
+
+func (cc *cachedClient) stop() {
+	if cc != nil && cc.watches != nil {
+		cc.watches.stop()
+	}
 }
 
 // NewClusterCache returns an empty cache.
@@ -96,7 +136,24 @@ func NewClusterCache(opts ClusterCacheOptions) *ClusterCache {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	return &ClusterCache{opts: opts, clients: map[string]cachedClient{}}
+	if opts.NamespaceThreshold <= 0 {
+		opts.NamespaceThreshold = 16
+	}
+	if opts.SyncWait <= 0 {
+		opts.SyncWait = 5 * time.Second
+	}
+	if opts.FallbackRetry <= 0 {
+		opts.FallbackRetry = 5 * time.Minute
+	}
+	if opts.Log.GetSink() == nil {
+		opts.Log = logr.Discard()
+	}
+	c := &ClusterCache{opts: opts, clients: map[string]*cachedClient{},
+		interest: map[string]map[string][]TargetRef{}, releaseCluster: map[string]string{}}
+	if opts.Secrets != nil {
+		c.secrets = newSecretWatches(opts.Secrets, opts.SecretReader, opts.SyncWait, opts.Log, c.secretChanged)
+	}
+	return c
 }
 
 // ForCluster implements ClusterClients.
@@ -105,8 +162,8 @@ func (c *ClusterCache) ForCluster(ctx context.Context, cluster *v1alpha1.Cluster
 	fingerprint := "local"
 	var kubeconfig []byte
 	if ref := cluster.Spec.KubeconfigSecretRef; ref != nil {
-		secret := &corev1.Secret{}
-		if err := c.opts.SecretReader.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: ref.Name}, secret); err != nil {
+		secret, err := c.readSecret(ctx, key, cluster.Namespace, ref.Name)
+		if err != nil {
 			return nil, fmt.Errorf("%w: reading kubeconfig Secret %s/%s of Cluster %s: %w", ErrClusterNotConnected, cluster.Namespace, ref.Name, cluster.Name, err)
 		}
 		data, ok := secret.Data[ref.GetKey()]
@@ -115,6 +172,8 @@ func (c *ClusterCache) ForCluster(ctx context.Context, cluster *v1alpha1.Cluster
 		}
 		kubeconfig = data
 		fingerprint = fmt.Sprintf("%s/%s/%s", secret.UID, secret.ResourceVersion, ref.GetKey())
+	} else if c.secrets != nil {
+		c.secrets.unlink(key)
 	}
 	c.mu.Lock()
 	cached, ok := c.clients[key]
@@ -122,6 +181,31 @@ func (c *ClusterCache) ForCluster(ctx context.Context, cluster *v1alpha1.Cluster
 	if ok && cached.fingerprint == fingerprint {
 		return cached.reader, nil
 	}
+	built, err := c.build(cluster, kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	built.fingerprint = fingerprint
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cur, ok := c.clients[key]; ok && cur.fingerprint == fingerprint {
+		built.stop() // another pass built it meanwhile
+		return cur.reader, nil
+	}
+	c.clients[key].stop()
+	c.clients[key] = built
+	if built.watches != nil {
+		for release, refs := range c.interest[key] {
+			built.watches.set(release, refs)
+		}
+	}
+	return built.reader, nil
+}
+
+// build makes the clients of cluster: a GET reader with the hold-down and, with Watch,
+// the informer cache in front of it.
+func (c *ClusterCache) build(cluster *v1alpha1.Cluster, kubeconfig []byte) (*cachedClient, error) {
+	key := KeyOf(cluster)
 	cfg, err := c.restConfig(cluster, kubeconfig)
 	if err != nil {
 		return nil, err
@@ -134,12 +218,131 @@ func (c *ClusterCache) ForCluster(ctx context.Context, cluster *v1alpha1.Cluster
 	if err != nil {
 		return nil, fmt.Errorf("%w: building a client for Cluster %s: %w", ErrClusterNotConnected, cluster.Name, err)
 	}
-	reader := &dynamicReader{client: dyn, cluster: key, holdDown: c.opts.HoldDown, clock: c.opts.Clock,
+	direct := &dynamicReader{client: dyn, cluster: key, holdDown: c.opts.HoldDown, clock: c.opts.Clock,
 		probe: func() error { _, err := disc.ServerVersion(); return err }}
+	if !c.opts.Watch {
+		return &cachedClient{reader: direct}, nil
+	}
+	wcfg := rest.CopyConfig(cfg)
+	wcfg.Timeout = 0 // a watch is a long request; the server ends it (timeoutSeconds)
+	wdyn, err := dynamic.NewForConfig(wcfg)
+	if err != nil {
+		return nil, fmt.Errorf("%w: building a watch client for Cluster %s: %w", ErrClusterNotConnected, cluster.Name, err)
+	}
+	tw := newTargetWatches(key, wdyn, direct, &c.opts, c.objectChanged)
+	return &cachedClient{reader: tw, watches: tw}, nil
+}
+
+// Track implements TargetTracker: release reads refs from cluster from now on (nil
+// cluster: from no cluster). Informers start for the types and namespaces that
+// Releases name and stop when none does any more.
+func (c *ClusterCache) Track(release string, cluster *v1alpha1.Cluster, refs []TargetRef) {
+	if cluster == nil {
+		c.Untrack(release)
+		return
+	}
+	key := KeyOf(cluster)
 	c.mu.Lock()
-	c.clients[key] = cachedClient{fingerprint: fingerprint, reader: reader}
+	defer c.mu.Unlock()
+	if old, ok := c.releaseCluster[release]; ok && old != key {
+		c.dropLocked(release, old)
+	}
+	if len(refs) == 0 {
+		c.dropLocked(release, key)
+		return
+	}
+	c.releaseCluster[release] = key
+	m := c.interest[key]
+	if m == nil {
+		m = map[string][]TargetRef{}
+		c.interest[key] = m
+	}
+	m[release] = refs
+	if cc := c.clients[key]; cc != nil && cc.watches != nil {
+		cc.watches.set(release, refs)
+	}
+}
+
+// Untrack implements TargetTracker.
+func (c *ClusterCache) Untrack(release string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if key, ok := c.releaseCluster[release]; ok {
+		c.dropLocked(release, key)
+	}
+}
+
+func (c *ClusterCache) dropLocked(release, key string) {
+	delete(c.releaseCluster, release)
+	if m := c.interest[key]; m != nil {
+		delete(m, release)
+		if len(m) == 0 {
+			delete(c.interest, key)
+		}
+	}
+	if cc := c.clients[key]; cc != nil && cc.watches != nil {
+		cc.watches.set(release, nil)
+	}
+}
+
+// Notify implements TargetTracker.
+func (c *ClusterCache) Notify(objects func(ObjectEvent), clusters func(namespace, name string)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.onObject, c.onCluster = objects, clusters
+}
+
+func (c *ClusterCache) objectChanged(ev ObjectEvent) {
+	c.mu.Lock()
+	fn := c.onObject
 	c.mu.Unlock()
-	return reader, nil
+	if fn != nil {
+		fn(ev)
+	}
+}
+
+// secretChanged rebuilds the clients of the Clusters (keys) whose kubeconfig Secret
+// changed, appeared or went away, and wakes their Releases.
+func (c *ClusterCache) secretChanged(clusters []string) {
+	c.mu.Lock()
+	fn := c.onCluster
+	for _, key := range clusters {
+		c.clients[key].stop()
+		delete(c.clients, key)
+	}
+	c.mu.Unlock()
+	for _, key := range clusters {
+		c.opts.Log.Info("kubeconfig Secret changed: rebuilding the cluster's clients and cache", "cluster", key)
+		if fn != nil {
+			ns, name, _ := strings.Cut(key, "/")
+			fn(ns, name)
+		}
+	}
+}
+
+// readSecret reads the kubeconfig Secret of the Cluster key: from its watch when
+// Secrets is set, else with a GET.
+func (c *ClusterCache) readSecret(ctx context.Context, cluster, namespace, name string) (*corev1.Secret, error) {
+	if c.secrets != nil {
+		return c.secrets.get(ctx, cluster, namespace, name)
+	}
+	secret := &corev1.Secret{}
+	if err := c.opts.SecretReader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, secret); err != nil {
+		return nil, err
+	}
+	return secret, nil
+}
+
+// Scopes returns the running informers of the Cluster key, as "resource.group in
+// namespace" or "resource.group (all namespaces)", sorted: for tests and debugging.
+func (c *ClusterCache) Scopes(cluster string) []string {
+	c.mu.Lock()
+	cc := c.clients[cluster]
+	c.mu.Unlock()
+	if cc == nil || cc.watches == nil {
+		return nil
+	}
+	return cc.watches.scopes()
 }
 
 func (c *ClusterCache) restConfig(cluster *v1alpha1.Cluster, kubeconfig []byte) (*rest.Config, error) {
@@ -167,11 +370,17 @@ func (c *ClusterCache) restConfig(cluster *v1alpha1.Cluster, kubeconfig []byte) 
 	return cfg, nil
 }
 
-// Forget implements ClusterClients.
+// Forget implements ClusterClients: it stops the cluster's informers and the watch of
+// its kubeconfig Secret.
 func (c *ClusterCache) Forget(namespace, name string) {
+	key := namespace + "/" + name
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.clients, namespace+"/"+name)
+	c.clients[key].stop()
+	delete(c.clients, key)
+	c.mu.Unlock()
+	if c.secrets != nil {
+		c.secrets.unlink(key)
+	}
 }
 
 type dynamicReader struct {
@@ -187,13 +396,21 @@ type dynamicReader struct {
 	downErr   error
 }
 
-func (r *dynamicReader) Get(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string) (*unstructured.Unstructured, error) {
+// heldDown returns the error of a cluster held down after it did not answer, or nil.
+func (r *dynamicReader) heldDown() error {
 	r.mu.Lock()
 	until, last := r.downUntil, r.downErr
 	r.mu.Unlock()
 	if now := r.clock.Now(); now.Before(until) {
-		return nil, fmt.Errorf("%w: Cluster %s did not answer (not retried before %s): %w",
+		return fmt.Errorf("%w: Cluster %s did not answer (not retried before %s): %w",
 			ErrClusterNotConnected, r.cluster, until.UTC().Format(time.RFC3339), last)
+	}
+	return nil
+}
+
+func (r *dynamicReader) Get(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string) (*unstructured.Unstructured, error) {
+	if err := r.heldDown(); err != nil {
+		return nil, err
 	}
 	var ri dynamic.ResourceInterface = r.client.Resource(gvr)
 	if namespace != "" {

@@ -185,6 +185,12 @@ func (s *EventSource) Register(ctx context.Context) ([]func() bool, error) {
 	return synced, nil
 }
 
+// EnqueueReleasesOf adds the keys of the Releases that reference the Cluster
+// namespace/name (a rebuilt cluster: its kubeconfig Secret changed).
+func (s *EventSource) EnqueueReleasesOf(ctx context.Context, namespace, cluster string) {
+	s.enqueueReleases(ctx, namespace, cluster)
+}
+
 // enqueueReleases adds the keys of the Releases of namespace ("" = all namespaces) that
 // reference cluster ("" = any).
 func (s *EventSource) enqueueReleases(ctx context.Context, namespace, cluster string) {

@@ -54,6 +54,12 @@ type HealthController struct {
 	// passes and Releases; nil gets one on first use.
 	Evaluators *health.EvaluatorCache
 	evalOnce   sync.Once
+	// Enqueue adds a Release key to the loop's queue; SetupWithManager sets it. Changes
+	// of target objects wake the Releases that read them through it (nil: no wake-ups).
+	Enqueue func(key string)
+
+	// targets maps target objects to the Releases that read them.
+	targets targetIndex
 
 	mu sync.Mutex
 	// attempts holds, per Release key, the attempt count of each pending target
@@ -91,6 +97,12 @@ func (h *HealthController) SetupWithManager(ctx context.Context, mgr manager.Man
 	synced, err := src.Register(ctx)
 	if err != nil {
 		return nil, err
+	}
+	h.Enqueue = c.Enqueue
+	if t, ok := h.Clusters.(base.TargetTracker); ok {
+		// A changed target object wakes the Releases that read it; a rotated kubeconfig
+		// Secret wakes every Release of its Cluster.
+		t.Notify(h.targetChanged, func(namespace, name string) { src.EnqueueReleasesOf(ctx, namespace, name) })
 	}
 	c.HasSynced = synced
 	if err := mgr.Add(c); err != nil {
@@ -152,6 +164,7 @@ func (h *HealthController) syncHandler(ctx context.Context, key string) (_ base.
 	if err != nil {
 		return base.Result{}, err
 	}
+	h.trackTargets(key, rel, cluster, inv)
 
 	// 3. Deletion: only hooks.
 	if rel.DeletionTimestamp != nil {
@@ -314,6 +327,7 @@ func (h *HealthController) shardOf(rel *v1alpha1.Release, cluster *v1alpha1.Clus
 
 // forget drops the in-memory state of key.
 func (h *HealthController) forget(key string) {
+	h.untrackTargets(key)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	delete(h.attempts, key)

@@ -35,10 +35,16 @@ var (
 		Name: "convoy_observer_write_conflicts_total",
 		Help: "Writes of the observer's own fields that met a conflict (a lagging cache or another writer) and were retried, by write.",
 	}, []string{"write"})
+
+	// targetWakeups counts the passes that a change of a watched target object queued.
+	targetWakeups = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "convoy_observer_target_wakeups_total",
+		Help: "Release keys queued because a target object that the Release records (or a polled hook workload) changed.",
+	})
 )
 
 func init() {
-	metrics.Registry.MustRegister(releaseEntries, assessmentFailures, syncRequests, writeConflicts)
+	metrics.Registry.MustRegister(releaseEntries, assessmentFailures, syncRequests, writeConflicts, targetWakeups)
 }
 
 // recordSummary sets the entry gauges of a Release from its summary.

@@ -1,0 +1,271 @@
+package scale
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+// Report holds the measurements of one run.
+type Report struct {
+	Config
+	// Objects is N × M.
+	Objects int
+	// Setup is how long creating the objects took (not part of any figure).
+	Setup time.Duration
+	// Converge is observer start → every Release Healthy=True.
+	Converge time.Duration
+	// Syncs is the number of sync requests received during the converge.
+	Syncs int64
+	// ConvergeRequests and SteadyRequests count kube-apiserver requests by
+	// "VERB resource[/subresource]"; SteadyWindow is the length of the second.
+	ConvergeRequests, SteadyRequests counts
+	SteadyWindow                     time.Duration
+	// SteadyReads counts the observer's target reads by source during the window.
+	SteadyReads counts
+	// CPUConverge is the observer's CPU time until converged; CPUSteady during the
+	// steady window; CPUTotal at the end.
+	CPUConverge, CPUSteady, CPUTotal time.Duration
+	// RSSConverged is the resident set after the converge; PeakRSS the high-water mark.
+	RSSConverged, PeakRSS uint64
+	// EntryReaction and ConditionReaction: one sample per change (2 per K).
+	EntryReaction, ConditionReaction []time.Duration
+}
+
+// counts maps a label to a counter value.
+type counts map[string]float64
+
+func (c counts) minus(o counts) counts {
+	out := counts{}
+	for k, v := range c {
+		if d := v - o[k]; d > 0 {
+			out[k] = d
+		}
+	}
+	return out
+}
+
+// Sum adds the counts whose key has one of the prefixes (all when none).
+func (c counts) Sum(prefixes ...string) float64 {
+	s := 0.0
+	for k, v := range c {
+		if len(prefixes) == 0 || slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(k, p) }) {
+			s += v
+		}
+	}
+	return s
+}
+
+// TargetGets is the number of GETs of target objects (deployments) in the steady window.
+func (r *Report) TargetGets() float64 { return r.SteadyRequests["GET deployments"] }
+
+// ManagementWrites is the number of writes to Releases and inventories in the steady
+// window.
+func (r *Report) ManagementWrites() float64 {
+	s := 0.0
+	for k, v := range r.SteadyRequests {
+		verb, res, _ := strings.Cut(k, " ")
+		if verb != "GET" && verb != "LIST" && verb != "WATCH" && strings.HasPrefix(res, "release") {
+			s += v
+		}
+	}
+	return s
+}
+
+// percentile returns the p-th percentile (nearest rank) of ds.
+func percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(float64(len(s))*p+0.999999) - 1
+	return s[max(0, min(i, len(s)-1))]
+}
+
+func ms(d time.Duration) string {
+	return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 0, 64) + " ms"
+}
+
+func mib(b uint64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
+
+// Table renders the report as a text table.
+func (r *Report) Table() string {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "## N = %d Releases × M = %d Deployments (%d objects), %d namespace(s), K = %d changes, syncPolicy.interval %s\n\n",
+		r.Releases, r.Config.Objects, r.Objects, (r.Releases+r.PerNamespace-1)/r.PerNamespace, r.Changes, r.Interval)
+	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	perMin := func(v float64) float64 { return v * float64(time.Minute) / float64(r.SteadyWindow) }
+	fmt.Fprintf(w, "cold converge (all Healthy)\t%s\t(%d sync requests)\n", r.Converge.Round(10*time.Millisecond), r.Syncs)
+	fmt.Fprintf(w, "observer CPU: converge / steady\t%s / %s per minute\t(%.0f%% of a core while converging)\n",
+		r.CPUConverge.Round(10*time.Millisecond), time.Duration(perMin(float64(r.CPUSteady))).Round(10*time.Millisecond),
+		100*float64(r.CPUConverge)/float64(max(r.Converge, 1)))
+	perObj := uint64(0)
+	if r.Objects > 0 {
+		perObj = r.RSSConverged / uint64(r.Objects)
+	}
+	fmt.Fprintf(w, "observer RSS: converged / peak\t%s / %s\t(RSS / objects = %d bytes)\n", mib(r.RSSConverged), mib(r.PeakRSS), perObj)
+	fmt.Fprintf(w, "reaction → entry state: p50 / p99 / max\t%s / %s / %s\t(%d changes)\n",
+		ms(percentile(r.EntryReaction, .5)), ms(percentile(r.EntryReaction, .99)), ms(percentile(r.EntryReaction, 1)), len(r.EntryReaction))
+	fmt.Fprintf(w, "reaction → Healthy condition: p50 / p99 / max\t%s / %s / %s\t\n",
+		ms(percentile(r.ConditionReaction, .5)), ms(percentile(r.ConditionReaction, .99)), ms(percentile(r.ConditionReaction, 1)))
+	fmt.Fprintf(w, "steady: target GETs / management writes per minute\t%.0f / %.0f\t\n", perMin(r.TargetGets()), perMin(r.ManagementWrites()))
+	_ = w.Flush()
+	fmt.Fprintf(&b, "\n| API requests (kube-apiserver; WATCH (open) = watches opened, as a gauge) | during converge | per steady minute |\n|---|---:|---:|\n")
+	keys := map[string]bool{}
+	for k := range r.ConvergeRequests {
+		keys[k] = true
+	}
+	for k := range r.SteadyRequests {
+		keys[k] = true
+	}
+	sorted := make([]string, 0, len(keys))
+	for k := range keys {
+		sorted = append(sorted, k)
+	}
+	sort.Strings(sorted)
+	for _, k := range sorted {
+		fmt.Fprintf(&b, "| %s | %.0f | %.1f |\n", k, r.ConvergeRequests[k], perMin(r.SteadyRequests[k]))
+	}
+	if len(r.SteadyReads) > 0 {
+		fmt.Fprintf(&b, "\nobserver target reads in the steady window by source:")
+		for _, k := range sortedKeys(r.SteadyReads) {
+			fmt.Fprintf(&b, " %s=%.0f", k, r.SteadyReads[k])
+		}
+		fmt.Fprintln(&b)
+	}
+	return b.String()
+}
+
+func sortedKeys(c counts) []string {
+	out := make([]string, 0, len(c))
+	for k := range c {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// apiRequests reads apiserver_request_total from the kube-apiserver, summed by
+// "VERB resource[/subresource]" (the watch and list of the benchmark's own cache, the
+// leader-election Lease and events included; they are few).
+func apiRequests(ctx context.Context, cfg *rest.Config) (counts, error) {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := cs.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading the kube-apiserver's metrics: %w", err)
+	}
+	fams, err := parse(bytes.NewReader(raw))
+	if err != nil {
+		return nil, err
+	}
+	out := counts{}
+	// Watches are counted in apiserver_request_total when they end: count the open ones
+	// as "WATCH (open) resource".
+	for _, m := range fams["apiserver_longrunning_requests"].GetMetric() {
+		l := labels(m)
+		if l["verb"] == "WATCH" && l["resource"] != "" {
+			out["WATCH (open) "+l["resource"]] += m.GetGauge().GetValue()
+		}
+	}
+	for _, m := range fams["apiserver_request_total"].GetMetric() {
+		l := labels(m)
+		if l["resource"] == "" {
+			continue
+		}
+		k := l["verb"] + " " + l["resource"]
+		if l["subresource"] != "" {
+			k += "/" + l["subresource"]
+		}
+		out[k] += m.GetCounter().GetValue()
+	}
+	return out, nil
+}
+
+// observerReads reads convoy_observer_target_reads_total by source from the observer.
+func observerReads(ctx context.Context, url string) (counts, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	fams, err := parse(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	out := counts{}
+	for _, m := range fams["convoy_observer_target_reads_total"].GetMetric() {
+		out[labels(m)["source"]] += m.GetCounter().GetValue()
+	}
+	return out, nil
+}
+
+func parse(r io.Reader) (map[string]*dto.MetricFamily, error) {
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	return p.TextToMetricFamilies(r)
+}
+
+func labels(m *dto.Metric) map[string]string {
+	out := map[string]string{}
+	for _, l := range m.GetLabel() {
+		out[l.GetName()] = l.GetValue()
+	}
+	return out
+}
+
+// cpuTime returns the user+system CPU time of pid (/proc/pid/stat, clock ticks of
+// 1/100 s).
+func cpuTime(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	s := string(b)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	if len(fields) < 13 {
+		return 0, fmt.Errorf("short /proc/%d/stat", pid)
+	}
+	u, _ := strconv.ParseInt(fields[11], 10, 64)
+	st, _ := strconv.ParseInt(fields[12], 10, 64)
+	return time.Duration(u+st) * 10 * time.Millisecond, nil
+}
+
+// procStatus returns a size field of /proc/pid/status (VmRSS, VmHWM) in bytes.
+func procStatus(pid int, field string) (uint64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
+			f := strings.Fields(rest)
+			if len(f) > 0 {
+				kb, err := strconv.ParseUint(f[0], 10, 64)
+				return kb * 1024, err
+			}
+		}
+	}
+	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
+}

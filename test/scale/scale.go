@@ -1,0 +1,475 @@
+// Package scale is the scale benchmark of convoy-observer (make bench-scale, and a
+// small run in make test): on a fresh local control plane (kube-apiserver + etcd) it
+// creates N Releases of M Deployments each (statuses written directly: no
+// kube-controller-manager), starts a built convoy-observer binary and measures
+//
+//   - cold converge: observer start → every Release Healthy=True;
+//   - API requests by verb and resource (kube-apiserver's apiserver_request_total)
+//     during the converge and per steady minute;
+//   - the observer's CPU time and peak RSS (/proc);
+//   - the reaction time from a Deployment status change to its inventory entry state
+//     and to the Release's Healthy condition (p50/p99/max over K changes, each one
+//     turning an object unhealthy and back).
+//
+// The target cluster is the management cluster itself (a Cluster without
+// kubeconfigSecretRef), so target and management requests are told apart by resource:
+// deployments are target objects, releases and releaseinventories management ones.
+package scale
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
+	"github.com/kumodo/convoy-observer/internal/testenv"
+)
+
+// Config is one run.
+type Config struct {
+	// Releases (N), Objects per Release (M), Changes (K) measured for the reaction.
+	Releases, Objects, Changes int
+	// PerNamespace Releases share a namespace (and its Cluster); default 100.
+	PerNamespace int
+	// Steady is the window measured after the converge; default 60s.
+	Steady time.Duration
+	// Interval is each Release's syncPolicy.interval; default 30s.
+	Interval time.Duration
+	// ConvergeTimeout bounds the converge; default 10m.
+	ConvergeTimeout time.Duration
+	// ReactionTimeout bounds the wait for each reaction; default 30s.
+	ReactionTimeout time.Duration
+	// Binary is the convoy-observer binary; Args are added to its flags.
+	Binary string
+	Args   []string
+	// Log receives progress lines.
+	Log io.Writer
+}
+
+func (c *Config) defaults() {
+	if c.PerNamespace <= 0 {
+		c.PerNamespace = 100
+	}
+	if c.Steady <= 0 {
+		c.Steady = time.Minute
+	}
+	if c.Interval <= 0 {
+		c.Interval = 30 * time.Second
+	}
+	if c.ConvergeTimeout <= 0 {
+		c.ConvergeTimeout = 10 * time.Minute
+	}
+	if c.ReactionTimeout <= 0 {
+		c.ReactionTimeout = 30 * time.Second
+	}
+	if c.Log == nil {
+		c.Log = io.Discard
+	}
+}
+
+// Build builds convoy-observer from the repository at root into dir and returns its path.
+func Build(root, dir string) (string, error) {
+	bin := filepath.Join(dir, "convoy-observer")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/convoy-observer")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building convoy-observer: %w\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// run is the state of one Run.
+type run struct {
+	cfg    Config
+	env    *testenv.Env
+	c      client.Client
+	cache  cache.Cache
+	dir    string
+	syncs  atomic.Int64
+	report *Report
+}
+
+func (r *run) logf(format string, args ...any) {
+	fmt.Fprintf(r.cfg.Log, "bench-scale N=%d: %s\n", r.cfg.Releases, fmt.Sprintf(format, args...))
+}
+
+// Run does one run on a fresh control plane and returns its report.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	cfg.defaults()
+	env, err := testenv.Start()
+	if err != nil {
+		return nil, err
+	}
+	defer env.Stop()
+	dir, err := os.MkdirTemp("", "bench-scale-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	cfgFast := rest.CopyConfig(env.Config)
+	cfgFast.QPS, cfgFast.Burst = 2000, 4000
+	c, err := client.New(cfgFast, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		return nil, err
+	}
+	r := &run{cfg: cfg, env: env, c: c, dir: dir, report: &Report{Config: cfg}}
+	setupStart := time.Now()
+	if err := r.setup(ctx); err != nil {
+		return nil, fmt.Errorf("setup: %w", err)
+	}
+	r.report.Setup = time.Since(setupStart)
+	r.logf("created %d Releases × %d Deployments in %s", cfg.Releases, cfg.Objects, r.report.Setup.Round(time.Second))
+	if err := r.watchManagement(ctx); err != nil {
+		return nil, err
+	}
+	if err := r.measure(ctx); err != nil {
+		return r.report, err
+	}
+	return r.report, nil
+}
+
+func (r *run) namespaces() int { return (r.cfg.Releases + r.cfg.PerNamespace - 1) / r.cfg.PerNamespace }
+
+func (r *run) nsOf(i int) string { return fmt.Sprintf("bench-%d", i/r.cfg.PerNamespace) }
+func relName(i int) string       { return fmt.Sprintf("r%d", i) }
+func deployName(i, j int) string { return fmt.Sprintf("r%d-d%d", i, j) }
+func (r *run) relKey(i int) client.ObjectKey {
+	return client.ObjectKey{Namespace: r.nsOf(i), Name: relName(i)}
+}
+
+// setup creates the namespaces, Clusters, the default rule set, the Deployments with a
+// healthy status, the Releases, their inventories and lastAttempted.
+func (r *run) setup(ctx context.Context) error {
+	if err := testenv.ApplyFile(ctx, r.c, filepath.Join(r.env.RepoRoot, "health", "convoy-defaults.yaml"), "bench"); err != nil {
+		return err
+	}
+	for n := 0; n < r.namespaces(); n++ {
+		ns := fmt.Sprintf("bench-%d", n)
+		if err := r.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			return err
+		}
+		if err := r.c.Create(ctx, &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "local"}}); err != nil {
+			return err
+		}
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(32)
+	for i := 0; i < r.cfg.Releases; i++ {
+		g.Go(func() error { return r.setupRelease(gctx, i) })
+	}
+	return g.Wait()
+}
+
+func (r *run) setupRelease(ctx context.Context, i int) error {
+	ns := r.nsOf(i)
+	entries := make([]any, 0, r.cfg.Objects)
+	for j := 0; j < r.cfg.Objects; j++ {
+		name := deployName(i, j)
+		d := &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: appsv1.DeploymentSpec{
+				Replicas: ptr.To[int32](1),
+				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
+				Template: corev1.PodTemplateSpec{
+					ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name}},
+					Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10"}}},
+				},
+			},
+		}
+		if err := r.c.Create(ctx, d); err != nil {
+			return err
+		}
+		if err := r.setStatus(ctx, d, true); err != nil {
+			return err
+		}
+		entries = append(entries, map[string]any{
+			"group": "apps", "version": "v1", "kind": "Deployment", "resource": "deployments",
+			"namespace": ns, "name": name, "wave": int64(0), "renderRef": "r1",
+		})
+	}
+	rel := &v1alpha1.Release{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: relName(i)},
+		Spec: v1alpha1.ReleaseSpec{
+			ClusterRef:       v1alpha1.ClusterReference{Name: "local"},
+			HealthAssessment: &v1alpha1.HealthAssessment{GlobalRuleSetSelector: &metav1.LabelSelector{}},
+			SyncPolicy:       &v1alpha1.SyncPolicy{Interval: &metav1.Duration{Duration: r.cfg.Interval}},
+		},
+	}
+	if err := r.c.Create(ctx, rel); err != nil {
+		return err
+	}
+	inv := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "convoy.kumodo.io/v1alpha1", "kind": "ReleaseInventory",
+		"metadata": map[string]any{"name": relName(i), "namespace": ns},
+		"entries":  entries,
+	}}
+	if err := r.c.Apply(ctx, client.ApplyConfigurationFromUnstructured(inv), client.FieldOwner("convoy-controller-manager")); err != nil {
+		return err
+	}
+	st := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "convoy.kumodo.io/v1alpha1", "kind": "Release",
+		"metadata": map[string]any{"name": relName(i), "namespace": ns},
+		"status":   map[string]any{"lastAttempted": map[string]any{"renderRef": "r1"}},
+	}}
+	return r.c.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(st), client.FieldOwner("convoy-controller-manager"))
+}
+
+// setStatus writes the Deployment's status: all replicas ready, or none.
+func (r *run) setStatus(ctx context.Context, d *appsv1.Deployment, ready bool) error {
+	n := int32(0)
+	if ready {
+		n = 1
+	}
+	d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: 1, UpdatedReplicas: 1, ReadyReplicas: n, AvailableReplicas: n}
+	if d.Generation == 0 {
+		d.Status.ObservedGeneration = 1
+	}
+	return r.c.Status().Update(ctx, d)
+}
+
+// watchManagement starts the benchmark's own cache of Releases and inventories (before
+// the request counters are read, so its list and watch are not counted as the
+// observer's).
+func (r *run) watchManagement(ctx context.Context) error {
+	ca, err := cache.New(r.env.Config, cache.Options{Scheme: r.env.Scheme})
+	if err != nil {
+		return err
+	}
+	for _, o := range []client.Object{&v1alpha1.Release{}, &v1alpha1.ReleaseInventory{}} {
+		if _, err := ca.GetInformer(ctx, o); err != nil {
+			return err
+		}
+	}
+	go func() { _ = ca.Start(ctx) }()
+	if !ca.WaitForCacheSync(ctx) {
+		return fmt.Errorf("the benchmark's cache did not sync")
+	}
+	r.cache = ca
+	return nil
+}
+
+// healthyReleases counts the Releases whose Healthy condition is True.
+func (r *run) healthyReleases(ctx context.Context) (int, error) {
+	var list v1alpha1.ReleaseList
+	if err := r.cache.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
+		return 0, err
+	}
+	n := 0
+	for i := range list.Items {
+		if c := meta.FindStatusCondition(list.Items[i].Status.Conditions, v1alpha1.ConditionHealthy); c != nil &&
+			c.Status == metav1.ConditionTrue && c.Reason == v1alpha1.ReasonHealthy {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// startObserver runs the binary against the control plane, with a stub sync endpoint.
+func (r *run) startObserver(ctx context.Context) (*exec.Cmd, string, error) {
+	kc, err := r.env.AdminKubeconfig()
+	if err != nil {
+		return nil, "", err
+	}
+	kcPath := filepath.Join(r.dir, "kubeconfig")
+	if err := os.WriteFile(kcPath, kc, 0o600); err != nil {
+		return nil, "", err
+	}
+	sync := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		r.syncs.Add(1)
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	go func() { <-ctx.Done(); sync.Close() }()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, "", err
+	}
+	metricsAddr := ln.Addr().String()
+	ln.Close()
+	args := append([]string{"--kubeconfig", kcPath, "--sync-url", sync.URL,
+		"--metrics-bind-address", metricsAddr, "--health-probe-bind-address", "0", "--zap-log-level", "info"}, r.cfg.Args...)
+	cmd := exec.Command(r.cfg.Binary, args...)
+	logf, err := os.Create(filepath.Join(r.dir, "observer.log"))
+	if err != nil {
+		return nil, "", err
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		return nil, "", err
+	}
+	return cmd, "http://" + metricsAddr + "/metrics", nil
+}
+
+func stopObserver(cmd *exec.Cmd) {
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+	}
+}
+
+// measure starts the observer and takes every measurement.
+func (r *run) measure(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	rep := r.report
+	before, err := apiRequests(ctx, r.env.Config)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	cmd, metricsURL, err := r.startObserver(ctx)
+	if err != nil {
+		return err
+	}
+	defer stopObserver(cmd)
+	pid := cmd.Process.Pid
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, r.cfg.ConvergeTimeout, true, func(ctx context.Context) (bool, error) {
+		if cmd.ProcessState != nil {
+			return false, fmt.Errorf("convoy-observer exited: see %s", filepath.Join(r.dir, "observer.log"))
+		}
+		n, err := r.healthyReleases(ctx)
+		return n == r.cfg.Releases, err
+	})
+	if err != nil {
+		n, _ := r.healthyReleases(ctx)
+		r.copyLog()
+		return fmt.Errorf("cold converge: %d of %d Releases Healthy after %s: %w", n, r.cfg.Releases, time.Since(start).Round(time.Second), err)
+	}
+	rep.Converge = time.Since(start)
+	rep.Syncs = r.syncs.Load()
+	afterConverge, err := apiRequests(ctx, r.env.Config)
+	if err != nil {
+		return err
+	}
+	rep.ConvergeRequests = afterConverge.minus(before)
+	rep.CPUConverge, _ = cpuTime(pid)
+	rep.RSSConverged, _ = procStatus(pid, "VmRSS")
+	rep.Objects = r.cfg.Releases * r.cfg.Objects
+	r.logf("converged in %s", rep.Converge.Round(time.Millisecond))
+
+	// Steady window: nothing changes; the re-check timer (syncPolicy.interval) fires.
+	cpu0, _ := cpuTime(pid)
+	reads0, _ := observerReads(ctx, metricsURL)
+	req0, err := apiRequests(ctx, r.env.Config)
+	if err != nil {
+		return err
+	}
+	select {
+	case <-time.After(r.cfg.Steady):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	req1, err := apiRequests(ctx, r.env.Config)
+	if err != nil {
+		return err
+	}
+	cpu1, _ := cpuTime(pid)
+	reads1, _ := observerReads(ctx, metricsURL)
+	rep.SteadyWindow = r.cfg.Steady
+	rep.SteadyRequests = req1.minus(req0)
+	rep.CPUSteady = cpu1 - cpu0
+	rep.SteadyReads = reads1.minus(reads0)
+	r.logf("steady window of %s done", r.cfg.Steady)
+
+	// Reactions.
+	rng := rand.New(rand.NewPCG(uint64(r.cfg.Releases), uint64(r.cfg.Objects)))
+	for k := 0; k < r.cfg.Changes; k++ {
+		i, j := rng.IntN(r.cfg.Releases), rng.IntN(r.cfg.Objects)
+		for _, ready := range []bool{false, true} {
+			e, c, err := r.react(ctx, i, j, ready)
+			if err != nil {
+				r.copyLog()
+				return err
+			}
+			rep.EntryReaction = append(rep.EntryReaction, e)
+			rep.ConditionReaction = append(rep.ConditionReaction, c)
+		}
+	}
+	rep.CPUTotal, _ = cpuTime(pid)
+	rep.PeakRSS, _ = procStatus(pid, "VmHWM")
+	r.logf("%d reactions measured", len(rep.EntryReaction))
+	return nil
+}
+
+// react changes Deployment j of Release i to ready (or not) and returns how long the
+// entry's state and the Release's Healthy condition took to follow.
+func (r *run) react(ctx context.Context, i, j int, ready bool) (entry, cond time.Duration, err error) {
+	d := &appsv1.Deployment{}
+	if err := r.c.Get(ctx, client.ObjectKey{Namespace: r.nsOf(i), Name: deployName(i, j)}, d); err != nil {
+		return 0, 0, err
+	}
+	wantState, wantCond := v1alpha1.StateProgressing, metav1.ConditionFalse
+	if ready {
+		wantState, wantCond = v1alpha1.StateHealthy, metav1.ConditionTrue
+	}
+	start := time.Now()
+	if err := r.setStatus(ctx, d, ready); err != nil {
+		return 0, 0, err
+	}
+	err = wait.PollUntilContextTimeout(ctx, 2*time.Millisecond, r.cfg.ReactionTimeout, true, func(ctx context.Context) (bool, error) {
+		if entry == 0 {
+			inv := &v1alpha1.ReleaseInventory{}
+			if err := r.cache.Get(ctx, r.relKey(i), inv, client.UnsafeDisableDeepCopy); err != nil {
+				return false, err
+			}
+			for _, e := range inv.Entries {
+				if e.Name == d.Name && e.State == wantState {
+					entry = time.Since(start)
+				}
+			}
+		}
+		if cond == 0 {
+			rel := &v1alpha1.Release{}
+			if err := r.cache.Get(ctx, r.relKey(i), rel, client.UnsafeDisableDeepCopy); err != nil {
+				return false, err
+			}
+			if c := meta.FindStatusCondition(rel.Status.Conditions, v1alpha1.ConditionHealthy); c != nil && c.Status == wantCond {
+				cond = time.Since(start)
+			}
+		}
+		return entry > 0 && cond > 0, nil
+	})
+	if err != nil {
+		return 0, 0, fmt.Errorf("reaction to %s/%s ready=%v not seen within %s (entry after %s, condition after %s): %w",
+			d.Namespace, d.Name, ready, r.cfg.ReactionTimeout, entry, cond, err)
+	}
+	return entry, cond, nil
+}
+
+// copyLog keeps the observer's log next to the working directory after a failure.
+func (r *run) copyLog() {
+	b, err := os.ReadFile(filepath.Join(r.dir, "observer.log"))
+	if err != nil {
+		return
+	}
+	name := fmt.Sprintf("bench-scale-observer-N%d.log", r.cfg.Releases)
+	if err := os.WriteFile(filepath.Join(os.TempDir(), name), b, 0o644); err == nil {
+		r.logf("observer log: %s", filepath.Join(os.TempDir(), name))
+	}
+}

@@ -1,0 +1,54 @@
+package scale
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/kumodo/convoy-observer/internal/testenv"
+)
+
+// TestScaleShape runs the scale benchmark at a small N and asserts its shape, not its
+// speed: every Release converges, a steady window has no GET of a target object and no
+// write to the management cluster, and each status change reaches its entry and the
+// Healthy condition (a bounded wait of a few seconds, not a timing assertion).
+func TestScaleShape(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a control plane and the observer binary")
+	}
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin, err := Build(root, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, Config{
+		Releases: 6, Objects: 3, Changes: 3, PerNamespace: 3,
+		// The window spans a re-check (interval) of every Release: those passes must
+		// read from the cache and write nothing.
+		Steady: 8 * time.Second, Interval: 5 * time.Second,
+		ConvergeTimeout: 2 * time.Minute, ReactionTimeout: 10 * time.Second,
+		Binary: bin, Log: os.Stderr,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("\n%s", rep.Table())
+	if g := rep.TargetGets(); g != 0 {
+		t.Errorf("%v GETs of target objects in the steady window, want 0", g)
+	}
+	if w := rep.ManagementWrites(); w != 0 {
+		t.Errorf("%v writes to Releases or inventories in the steady window, want 0", w)
+	}
+	if rep.SteadyReads["cache"] == 0 {
+		t.Errorf("no read from the cache in the steady window (reads: %v): the re-check passes did not run", rep.SteadyReads)
+	}
+	if n := len(rep.EntryReaction); n != 2*rep.Changes {
+		t.Errorf("%d reactions, want %d", n, 2*rep.Changes)
+	}
+}
