@@ -24,6 +24,9 @@ type evalOptions struct {
 	deadline       string
 	firstUnhealthy string
 	now            string
+	resources      []string
+	kubeconfig     string
+	guess          bool
 }
 
 // evalLine is one line of output. The field order is the contract's key order.
@@ -34,22 +37,38 @@ type evalLine struct {
 	Name       string               `json:"name"`
 	State      v1alpha1.HealthState `json:"state"`
 	Message    string               `json:"message"`
+	// DecidedBy names the rule that decided a Progressing, Degraded or Unknown state
+	// and whether it failed or could not be evaluated (added after CONTRACT §3; absent
+	// when no rule decided).
+	DecidedBy *health.Decider `json:"decidedBy,omitempty"`
+	// ResourceGuessed is the resource guessed for the object's kind with
+	// --guess-resources (absent when the resource was known).
+	ResourceGuessed string `json:"resourceGuessed,omitempty"`
 }
 
 // newHealthEvalCommand builds `health eval` (CONTRACT §3).
 func newHealthEvalCommand(env *cliEnv) *cobra.Command {
 	o := &evalOptions{}
 	cmd := &cobra.Command{
-		Use:   "eval --rules FILE [--rules FILE…] --object FILE [--object FILE…] [--deadline D] [--first-unhealthy T] [--now T]",
+		Use:   "eval --rules FILE [--rules FILE…] --object FILE [--object FILE…] [--deadline D] [--first-unhealthy T] [--now T] [--resource KIND=plural…] [--kubeconfig F] [--guess-resources]",
 		Short: "Evaluate health rule sets against objects read from files",
 		Long: `Evaluate health rule sets against objects, exactly as the health loop does, and print
-one JSON object per line: {"apiVersion","kind","namespace","name","state","message"}.
+one JSON object per line: {"apiVersion","kind","namespace","name","state","message"}, plus
+"decidedBy" ({"kind","namespace","name","rule","cause"}: the rule set and 0-based rule index
+that decided a non-Healthy state, cause RuleFailed or EvaluationError) when a rule decided.
 
 Rule files hold GlobalHealthRuleSets and HealthRuleSets (YAML or JSON, one or more
 documents, or a List); every set in them is selected. Object files hold Kubernetes objects
 (YAML or JSON, one or more documents, or a List); integers stay integers, as on live
 objects. A failing object is Progressing, or Degraded once --deadline has passed since
 --first-unhealthy (which defaults to --now, so a failure starts its clock now).
+
+Rules match an object by its apiVersion and its resource (plural, lowercase), which the
+loop reads from the inventory. Here the resource of each kind comes from --resource
+KIND=plural (or KIND.GROUP=plural; repeatable), then from the cluster's discovery when
+--kubeconfig is given, then from the built-in kinds of Kubernetes. A kind that none of them
+knows is an error (exit 2); with --guess-resources its resource is guessed from the kind
+instead, reported on stderr and as "resourceGuessed" in its line.
 
 Exit status: 0 when every object was evaluated (whatever its state), 1 when a rule set
 does not compile, 2 on a usage error or unreadable input.`,
@@ -64,6 +83,9 @@ does not compile, 2 on a usage error or unreadable input.`,
 	f.StringVar(&o.deadline, "deadline", "", "spec.healthAssessment.deadline, a Go duration such as 5m (default: no deadline)")
 	f.StringVar(&o.firstUnhealthy, "first-unhealthy", "", "firstUnhealthy anchor of every object, RFC 3339 (default: unset, so a failure starts its clock at --now)")
 	f.StringVar(&o.now, "now", "", "time of the evaluation, RFC 3339 (default: the current time)")
+	f.StringArrayVar(&o.resources, "resource", nil, "KIND=plural or KIND.GROUP=plural: the resource of a kind (repeatable)")
+	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of a cluster whose discovery maps kinds to resources")
+	f.BoolVar(&o.guess, "guess-resources", false, "guess the resource of a kind that nothing names, and report the guess")
 	_ = cmd.MarkFlagRequired("rules")
 	_ = cmd.MarkFlagRequired("object")
 	return cmd
@@ -115,6 +137,23 @@ func (o *evalOptions) run(env *cliEnv) error {
 		objects = append(objects, objs...)
 	}
 
+	mapper, err := newResourceMapper(o.resources, o.kubeconfig, o.guess)
+	if err != nil {
+		return err
+	}
+	mappings := make([]resourceMapping, len(objects))
+	for i := range objects {
+		m, err := mapper.resourceFor(objects[i].GetAPIVersion(), objects[i].GetKind())
+		if err != nil {
+			return inputError(fmt.Errorf("%s %s: %w", objects[i].GetKind(), objectName(&objects[i]), err))
+		}
+		if m.guessed {
+			fmt.Fprintf(env.stderr, "convoyctl: guessed resource %q for kind %s of %s (%s); name it with --resource %s=PLURAL\n",
+				m.resource, objects[i].GetKind(), objects[i].GetAPIVersion(), objectName(&objects[i]), objects[i].GetKind())
+		}
+		mappings[i] = m
+	}
+
 	ev, err := health.NewEvaluator(global, local)
 	if err != nil {
 		var ce *health.CompileError
@@ -127,7 +166,7 @@ func (o *evalOptions) run(env *cliEnv) error {
 	enc := json.NewEncoder(env.stdout)
 	enc.SetEscapeHTML(false)
 	for i := range objects {
-		if err := enc.Encode(evaluate(ev, &objects[i], anchor, deadline, now)); err != nil {
+		if err := enc.Encode(evaluate(ev, &objects[i], mappings[i], anchor, deadline, now)); err != nil {
 			return fmt.Errorf("writing the result: %w", err)
 		}
 	}
@@ -135,18 +174,31 @@ func (o *evalOptions) run(env *cliEnv) error {
 }
 
 // evaluate assesses one object as the health loop's assessItem does: the rules match the
-// object's apiVersion and the plural lowercase resource of its kind.
-func evaluate(ev *health.Evaluator, obj *unstructured.Unstructured, anchor *time.Time, deadline *time.Duration, now time.Time) evalLine {
-	r := ev.Evaluate(obj.GetAPIVersion(), resourceOf(obj.GetKind()), obj.Object)
+// object's apiVersion and its resource.
+func evaluate(ev *health.Evaluator, obj *unstructured.Unstructured, m resourceMapping, anchor *time.Time, deadline *time.Duration, now time.Time) evalLine {
+	r := ev.Evaluate(obj.GetAPIVersion(), m.resource, obj.Object)
 	state, _ := health.DeriveState(r, anchor, deadline, now)
-	return evalLine{
+	line := evalLine{
 		APIVersion: obj.GetAPIVersion(),
 		Kind:       obj.GetKind(),
 		Namespace:  obj.GetNamespace(),
 		Name:       obj.GetName(),
 		State:      state,
 		Message:    r.Message,
+		DecidedBy:  r.DecidedBy,
 	}
+	if m.guessed {
+		line.ResourceGuessed = m.resource
+	}
+	return line
+}
+
+// objectName is namespace/name, or name for a cluster-scoped object.
+func objectName(obj *unstructured.Unstructured) string {
+	if obj.GetNamespace() == "" {
+		return obj.GetName()
+	}
+	return obj.GetNamespace() + "/" + obj.GetName()
 }
 
 // readRuleSets reads the rule sets of one file.
@@ -177,11 +229,11 @@ func readObjects(path string) ([]unstructured.Unstructured, error) {
 	return objs, nil
 }
 
-// resourceOf guesses the plural lowercase resource of kind, as the API server names the
+// guessResource guesses the plural lowercase resource of kind, as the API server names the
 // resources of built-in kinds and of CRDs that follow the convention: "Ingress" ->
 // "ingresses", "NetworkPolicy" -> "networkpolicies", "Gateway" -> "gateways" (a vowel
 // before the y keeps it), "Endpoints" -> "endpoints".
-func resourceOf(kind string) string {
+func guessResource(kind string) string {
 	k := strings.ToLower(kind)
 	switch {
 	case k == "":

@@ -89,11 +89,15 @@ spec:
     messageExpression: "'replicas ' + string(object.spec.replicas) + ', doubled ' + string(object.spec.replicas * 2)"
 `)
 	const (
-		web      = `{"apiVersion":"apps/v1","kind":"Deployment","namespace":"demo","name":"web","state":"%s","message":"1/3 available, 1 updated"}` + "\n"
-		podA     = `{"apiVersion":"v1","kind":"Pod","namespace":"demo","name":"a","state":"Healthy","message":""}` + "\n"
-		podB     = `{"apiVersion":"v1","kind":"Pod","namespace":"demo","name":"b","state":"%s","message":"phase: Pending"}` + "\n"
-		svc      = `{"apiVersion":"v1","kind":"Service","namespace":"demo","name":"svc","state":"Healthy","message":""}` + "\n"
-		svcLocal = `{"apiVersion":"v1","kind":"Service","namespace":"demo","name":"svc","state":"Progressing","message":"health rule 0 of HealthRuleSet/services not satisfied"}` + "\n"
+		// decidedBy names the deciding rule: convoy-defaults' rule 0 (Deployments) or 3 (Pods).
+		byDefaults0 = `"decidedBy":{"kind":"GlobalHealthRuleSet","namespace":"","name":"convoy-defaults","rule":0,"cause":"RuleFailed"}`
+		byDefaults3 = `"decidedBy":{"kind":"GlobalHealthRuleSet","namespace":"","name":"convoy-defaults","rule":3,"cause":"RuleFailed"}`
+		web         = `{"apiVersion":"apps/v1","kind":"Deployment","namespace":"demo","name":"web","state":"%s","message":"1/3 available, 1 updated",` + byDefaults0 + `}` + "\n"
+		podA        = `{"apiVersion":"v1","kind":"Pod","namespace":"demo","name":"a","state":"Healthy","message":""}` + "\n"
+		podB        = `{"apiVersion":"v1","kind":"Pod","namespace":"demo","name":"b","state":"%s","message":"phase: Pending",` + byDefaults3 + `}` + "\n"
+		svc         = `{"apiVersion":"v1","kind":"Service","namespace":"demo","name":"svc","state":"Healthy","message":""}` + "\n"
+		svcLocal    = `{"apiVersion":"v1","kind":"Service","namespace":"demo","name":"svc","state":"Progressing","message":"health rule 0 of HealthRuleSet/services not satisfied",` +
+			`"decidedBy":{"kind":"HealthRuleSet","namespace":"demo","name":"services","rule":0,"cause":"RuleFailed"}}` + "\n"
 	)
 	sprintf := func(format, state string) string { return strings.Replace(format, "%s", state, 1) }
 	cases := []struct {
@@ -127,7 +131,8 @@ spec:
 	t.Run("integers stay int64 (case 18a)", func(t *testing.T) {
 		t.Parallel()
 		assertRun(t, []string{"health", "eval", "--rules", ints, "--object", case18a}, 0,
-			`{"apiVersion":"apps/v1","kind":"Deployment","namespace":"demo","name":"app1-18a","state":"Progressing","message":"replicas 3, doubled 6"}`+"\n", "")
+			`{"apiVersion":"apps/v1","kind":"Deployment","namespace":"demo","name":"app1-18a","state":"Progressing","message":"replicas 3, doubled 6",`+
+				`"decidedBy":{"kind":"GlobalHealthRuleSet","namespace":"","name":"ints","rule":1,"cause":"RuleFailed"}}`+"\n", "")
 	})
 }
 
@@ -189,15 +194,15 @@ func TestHelp(t *testing.T) {
 	}
 }
 
-func TestResourceOf(t *testing.T) {
+func TestGuessResource(t *testing.T) {
 	t.Parallel()
 	for kind, want := range map[string]string{
 		"Deployment": "deployments", "Ingress": "ingresses", "NetworkPolicy": "networkpolicies",
 		"Gateway": "gateways", "StorageClass": "storageclasses", "Endpoints": "endpoints",
 		"HelmRelease": "helmreleases", "Proxy": "proxies", "Key": "keys", "Mesh": "meshes",
 	} {
-		if got := resourceOf(kind); got != want {
-			t.Errorf("resourceOf(%q) = %q, want %q", kind, got, want)
+		if got := guessResource(kind); got != want {
+			t.Errorf("guessResource(%q) = %q, want %q", kind, got, want)
 		}
 	}
 }

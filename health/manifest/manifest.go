@@ -14,6 +14,7 @@
 package manifest
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -40,9 +41,19 @@ const scanBuffer = 4096
 
 // documents splits r into its documents, each converted to JSON. Empty documents (a
 // leading "---", a document of comments only) are skipped. An error names the 1-based
-// number of the document that failed.
+// number of the document that failed. A key written twice in one mapping is an error
+// (see checkDuplicateKeys), in YAML as in JSON: YAML-to-JSON conversion would otherwise
+// keep the last value silently.
 func documents(r io.Reader) ([][]byte, error) {
-	dec := utilyaml.NewYAMLOrJSONDecoder(r, scanBuffer)
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, err
+	}
+	parsed, dupErr := checkDuplicateKeys(data)
+	if dupErr != nil {
+		return nil, dupErr
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), scanBuffer)
 	var docs [][]byte
 	for n := 1; ; n++ {
 		var raw json.RawMessage
@@ -54,6 +65,15 @@ func documents(r io.Reader) ([][]byte, error) {
 		}
 		if s := strings.TrimSpace(string(raw)); s == "" || s == "null" {
 			continue
+		}
+		if !parsed { // a JSON stream: raw is the document as written
+			if _, dupErr := checkDuplicateKeys(raw); dupErr != nil {
+				var d *DuplicateKeyError
+				if errors.As(dupErr, &d) {
+					d.Document = n
+				}
+				return nil, dupErr
+			}
 		}
 		docs = append(docs, raw)
 	}

@@ -1,6 +1,7 @@
 package manifest_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -202,5 +203,53 @@ func TestKindEndingInListWithoutItems(t *testing.T) {
 	}
 	if len(objs) != 1 || objs[0].GetKind() != "AllowList" {
 		t.Fatalf("objects = %v", objs)
+	}
+}
+
+// TestDuplicateKeys: a key written twice is an error naming the document, the path
+// and both lines, in YAML and JSON, for rule sets and objects alike (a silently
+// different rule otherwise: testdata/rules-engine/duplicate-key).
+func TestDuplicateKeys(t *testing.T) {
+	t.Parallel()
+	ruleSet := func(rule string) string {
+		return "apiVersion: extensions.convoy.kumodo.io/v1alpha1\nkind: GlobalHealthRuleSet\nmetadata: {name: pods}\nspec:\n  rules:\n" + rule
+	}
+	cases := []struct {
+		name, in, want string
+		objects        bool
+	}{
+		{name: "two ruleExpression keys", in: ruleSet("  - apiVersion: v1\n    resources: [pods]\n    ruleExpression: \"false\"\n    ruleExpression: \"true\"\n"),
+			want: `document 1: duplicate key "ruleExpression" at spec.rules[0].ruleExpression (line 9; first at line 8)`},
+		{name: "two rules keys", in: ruleSet("  - {apiVersion: v1, ruleExpression: 'false'}\n  rules: []\n"),
+			want: `document 1: duplicate key "rules" at spec.rules (line 7; first at line 5)`},
+		{name: "flow mapping, second document", in: "---\n" + ruleSet("  - {apiVersion: v1, ruleExpression: 'a'}\n") + "---\n" +
+			ruleSet("  - {apiVersion: v1, ruleExpression: 'a', apiVersion: v2}\n"),
+			want: `document 2: duplicate key "apiVersion" at spec.rules[0].apiVersion (line 14; first at line 14)`},
+		{name: "JSON rule set", in: `{"apiVersion":"extensions.convoy.kumodo.io/v1alpha1","kind":"GlobalHealthRuleSet","metadata":{"name":"a","name":"b"},"spec":{"rules":[]}}`,
+			want: `document 1: duplicate key "name" at metadata.name`},
+		{name: "object", objects: true, in: "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nstatus:\n  phase: Failed\n  phase: Running\n",
+			want: `document 1: duplicate key "phase" at status.phase (line 6; first at line 5)`},
+		{name: "object in a JSON stream", objects: true, in: `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"a"}}
+{"apiVersion":"v1","kind":"Pod","metadata":{"name":"b"},"status":{"phase":"Failed","phase":"Running"}}`,
+			want: `document 2: duplicate key "phase" at status.phase`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var err error
+			if tc.objects {
+				_, err = manifest.DecodeObjects(strings.NewReader(tc.in))
+			} else {
+				_, _, err = manifest.DecodeRuleSets(strings.NewReader(tc.in))
+			}
+			var d *manifest.DuplicateKeyError
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.As(err, &d) {
+				t.Errorf("got %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+	// A merge key and a key repeated in different mappings are fine.
+	if _, err := manifest.DecodeObjects(strings.NewReader("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\ndata: {a: x}\nextra: {a: y}\n")); err != nil {
+		t.Errorf("same key in two mappings: %v", err)
 	}
 }

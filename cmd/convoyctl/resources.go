@@ -1,0 +1,112 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// resourceMapper finds the resource (plural, lowercase) of an object's kind, as the
+// loop gets it from the inventory: from --resource KIND=plural first, then the
+// cluster's discovery (--kubeconfig), then the built-in kinds of client-go's scheme.
+// A kind none of them knows is an error, or with --guess-resources a guess that the
+// caller reports.
+type resourceMapper struct {
+	explicit map[string]string // "Kind" or "Kind.group" → resource
+	mappers  meta.MultiRESTMapper
+	guess    bool
+}
+
+// resourceMapping is the answer for one kind.
+type resourceMapping struct {
+	resource string
+	guessed  bool
+}
+
+// newResourceMapper builds the mapper of health eval from its flags. specs are the
+// --resource values (KIND=plural or KIND.GROUP=plural); kubeconfig, when set, adds the
+// cluster's discovery.
+func newResourceMapper(specs []string, kubeconfig string, guess bool) (*resourceMapper, error) {
+	m := &resourceMapper{explicit: map[string]string{}, guess: guess}
+	for _, s := range specs {
+		kind, plural, ok := strings.Cut(s, "=")
+		kind, plural = strings.TrimSpace(kind), strings.TrimSpace(plural)
+		if !ok || kind == "" || plural == "" || plural != strings.ToLower(plural) || strings.ContainsAny(plural, "/. ") {
+			return nil, usageError(fmt.Errorf("invalid --resource %q: want KIND=plural or KIND.GROUP=plural, the plural in lowercase (for example NetworkChaos=networkchaos)", s))
+		}
+		m.explicit[kind] = plural
+	}
+	if kubeconfig != "" {
+		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+		if err != nil {
+			return nil, inputError(fmt.Errorf("reading --kubeconfig: %w", err))
+		}
+		dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+		if err != nil {
+			return nil, inputError(fmt.Errorf("discovery client: %w", err))
+		}
+		cached := memory.NewMemCacheClient(dc)
+		groups, err := restmapper.GetAPIGroupResources(cached)
+		if err != nil {
+			return nil, inputError(fmt.Errorf("discovering the cluster's resources: %w", err))
+		}
+		m.mappers = append(m.mappers, restmapper.NewDiscoveryRESTMapper(groups))
+	}
+	m.mappers = append(m.mappers, builtinMapper())
+	return m, nil
+}
+
+// builtinMapper maps the kinds registered in client-go's scheme (the Kubernetes API's
+// built-in kinds) to their resources. The scheme holds no plurals; built-in kinds all
+// follow the API server's naming convention, which meta.UnsafeGuessKindToResource
+// implements (TestBuiltinMapperMatchesTheAPIServer checks it against a real server's
+// discovery).
+func builtinMapper() meta.RESTMapper {
+	var gvs []schema.GroupVersion
+	seen := map[schema.GroupVersion]bool{}
+	for gvk := range scheme.Scheme.AllKnownTypes() {
+		if !seen[gvk.GroupVersion()] && gvk.Version != "__internal" {
+			seen[gvk.GroupVersion()] = true
+			gvs = append(gvs, gvk.GroupVersion())
+		}
+	}
+	m := meta.NewDefaultRESTMapper(gvs)
+	for gvk := range scheme.Scheme.AllKnownTypes() {
+		if gvk.Version == "__internal" || strings.HasSuffix(gvk.Kind, "List") || strings.HasSuffix(gvk.Kind, "Options") ||
+			gvk.Kind == "WatchEvent" || gvk.Kind == "Status" || gvk.Kind == "APIGroup" || gvk.Kind == "APIVersions" ||
+			gvk.Kind == "APIResourceList" || gvk.Kind == "APIGroupList" {
+			continue
+		}
+		m.Add(gvk, meta.RESTScopeNamespace) // the scope does not matter for the rules
+	}
+	return m
+}
+
+// resourceFor returns the resource of an object of the given apiVersion and kind.
+func (m *resourceMapper) resourceFor(apiVersion, kind string) (resourceMapping, error) {
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil {
+		return resourceMapping{}, fmt.Errorf("apiVersion %q: %w", apiVersion, err)
+	}
+	if r, ok := m.explicit[kind+"."+gv.Group]; ok && gv.Group != "" {
+		return resourceMapping{resource: r}, nil
+	}
+	if r, ok := m.explicit[kind]; ok {
+		return resourceMapping{resource: r}, nil
+	}
+	if mapping, err := m.mappers.RESTMapping(schema.GroupKind{Group: gv.Group, Kind: kind}, gv.Version); err == nil {
+		return resourceMapping{resource: mapping.Resource.Resource}, nil
+	}
+	if m.guess {
+		return resourceMapping{resource: guessResource(kind), guessed: true}, nil
+	}
+	return resourceMapping{}, fmt.Errorf("no resource known for kind %s of %s: name it with --resource %s=PLURAL, "+
+		"give --kubeconfig to ask the cluster, or --guess-resources to guess it", kind, apiVersion, kind)
+}
