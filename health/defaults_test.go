@@ -8,6 +8,7 @@ import (
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
 	"github.com/kumodo/convoy-observer/health"
+	"github.com/kumodo/convoy-observer/health/manifest"
 )
 
 // defaultsCase is the expected assessment of one object file by convoy-defaults, with
@@ -19,6 +20,13 @@ import (
 type defaultsCase struct {
 	state   v1alpha1.HealthState
 	message string
+}
+
+// decodeErrors are the fixtures that strict decoding rejects, with the error. The
+// gitops-engine file writes spec.updateStrategy twice (lines 30 and 94): a key written
+// twice is an error (a live object never has one).
+var decodeErrors = map[string]string{
+	"statefulset-ondelete.yaml": `duplicate key "updateStrategy" at spec.updateStrategy (line 94; first at line 30)`,
 }
 
 // Shorthands for the table.
@@ -112,7 +120,7 @@ var gitopsEngineCases = map[string]defaultsCase{
 	"pvc-pending.yaml": {progressing, "phase: Pending"},
 	// generation 1 = observedGeneration 1, spec.replicas 1, readyReplicas 1, but no
 	// updatedReplicas (older cluster, see case 2): has() false: Fail. Argo: Healthy.
-	"statefulset-ondelete.yaml": {progressing, "1/1 ready, 0 updated"},
+	"statefulset-ondelete.yaml": {}, // decodeErrors
 	"statefulset.yaml":          {progressing, "1/1 ready, 0 updated"},
 	// No rule for v1 services: passes. Argo: svc-loadbalancer-unassigned Progressing.
 	"svc-clusterip.yaml":                 {healthy, ""},
@@ -224,6 +232,17 @@ func runDefaultsCases(t *testing.T, dir string, cases map[string]defaultsCase) {
 		}
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
+			if derr := decodeErrors[name]; derr != "" {
+				f, err := os.Open(dir + "/" + name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer f.Close()
+				if _, err := manifest.DecodeObjects(f); err == nil || !strings.Contains(err.Error(), derr) {
+					t.Errorf("decoding: got %v, want an error containing %q", err, derr)
+				}
+				return
+			}
 			r := evaluate(ev, readObject(t, dir+"/"+name))
 			now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 			state, _ := health.DeriveState(r, nil, nil, now)

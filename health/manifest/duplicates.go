@@ -3,8 +3,8 @@ package manifest
 import (
 	"bytes"
 	"errors"
-	"io"
 	"fmt"
+	"io"
 	"strconv"
 
 	yaml "go.yaml.in/yaml/v3"
