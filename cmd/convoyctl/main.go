@@ -8,16 +8,26 @@
 // 0 when everything was evaluated (whatever the states), 1 when a rule set does not
 // compile, 2 on a usage error or unreadable input.
 //
+//	convoyctl release status NAME [-n NS] [--watch]
+//	convoyctl release wait NAME [-n NS] [--for healthy|degraded|condition=REASON] [--timeout D]
+//
+// read a Release's health from the /health subresource; wait exits 0 when the state is
+// reached, 1 when the health cannot be read, 3 when the Release turns Degraded while
+// waiting for healthy, 4 on timeout (see `convoyctl release wait --help`).
+//
 // Every subcommand is a cobra command built by a newXCommand(*cliEnv) function in its own
 // file and hung under its group; a new group (for example `release status NAME -n NS`)
 // adds its own file and one AddCommand call in newRootCommand.
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
+	"syscall"
 	"time"
 )
 
@@ -29,7 +39,11 @@ const (
 )
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	// Ctrl-C (or SIGTERM) ends release status --watch and release wait cleanly.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := runContext(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
 }
 
 // cliEnv is what the commands read and write; tests replace it.
@@ -59,10 +73,15 @@ func inputError(err error) error { return &exitError{code: exitUsage, err: err} 
 // status. Errors go to stderr as one "convoyctl: …" line. An error that no command
 // classified (cobra's unknown command, bad flag, missing required flag) is a usage error.
 func run(args []string, stdout, stderr io.Writer) int {
+	return runContext(context.Background(), args, stdout, stderr)
+}
+
+// runContext is run with a context that ends long-running commands when it is done.
+func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	env := &cliEnv{stdout: stdout, stderr: stderr, now: time.Now}
 	root := newRootCommand(env)
 	root.SetArgs(args)
-	cmd, err := root.ExecuteC()
+	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return exitOK
 	}

@@ -105,6 +105,7 @@ func newReleaseCommand(env *cliEnv) *cobra.Command {
 		RunE:  runGroup,
 	}
 	cmd.AddCommand(newReleaseStatusCommand(env))
+	cmd.AddCommand(newReleaseWaitCommand(env))
 	return cmd
 }
 
@@ -112,8 +113,10 @@ func newReleaseCommand(env *cliEnv) *cobra.Command {
 // [--context C] [--api-url URL [--api-ca-file F]]`.
 func newReleaseStatusCommand(env *cliEnv) *cobra.Command {
 	f := &releaseAPIFlags{}
+	var watch bool
+	var interval time.Duration
 	cmd := &cobra.Command{
-		Use:   "status NAME [-n NAMESPACE] [--kubeconfig F] [--context C] [--api-url URL]",
+		Use:   "status NAME [-n NAMESPACE] [--kubeconfig F] [--context C] [--api-url URL] [--watch [--interval D]]",
 		Short: "Show the health of a Release's objects and hooks",
 		Long: `Show the health of a Release as the /health subresource reports it: the entries
 of its ReleaseInventory that the controller-manager records, with the state the health
@@ -131,20 +134,28 @@ status.lastAttempted (renderCurrent) and the counts by state. Entries are sorted
 RENDER is the render that applied the object, with the render the state was assessed at
 when that differs. Empty fields show as -.
 
+--watch reads the health again every --interval and prints it whenever it changes (on a
+terminal it redraws the screen) until interrupted; a failed read is reported and retried.
+
 Exit status: 0 on success, 1 when the request fails (the Release does not exist, access
 is denied, nothing answers, the kubeconfig is unusable), 2 on a usage error.`,
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) != 1 {
-				return usageError(fmt.Errorf("%s needs exactly one release NAME, got %d arguments", cmd.CommandPath(), len(args)))
-			}
-			return nil
-		},
+		Args: exactlyOneName,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, namespace, err := f.connect()
+			fetch, _, err := f.fetcher(args[0])
 			if err != nil {
 				return err
 			}
-			h, err := fetchReleaseHealth(cmd.Context(), c, namespace, args[0])
+			ctx := cmd.Context()
+			if ctx == nil {
+				ctx = context.Background()
+			}
+			if watch {
+				if interval <= 0 {
+					return usageError(errors.New("--interval must be positive"))
+				}
+				return runWatch(ctx, env, fetch, interval)
+			}
+			h, err := fetch(ctx)
 			if err != nil {
 				return err
 			}
@@ -155,6 +166,8 @@ is denied, nothing answers, the kubeconfig is unusable), 2 on a usage error.`,
 		},
 	}
 	f.add(cmd.Flags())
+	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "print the status again whenever it changes, until interrupted")
+	cmd.Flags().DurationVar(&interval, "interval", defaultPollInterval, "with --watch, time between two reads")
 	return cmd
 }
 
@@ -167,24 +180,8 @@ func printReleaseStatus(out io.Writer, h *subresources.HealthResponse) error {
 	fmt.Fprintln(out)
 	if len(h.Entries) == 0 {
 		fmt.Fprintln(out, "No inventory entries.")
-	} else {
-		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "WAVE\tKIND\tNAMESPACE\tNAME\tSTATE\tRENDER\tMESSAGE")
-		for _, e := range h.Entries {
-			kind := e.Kind
-			if e.Group != "" {
-				kind += "." + e.Group
-			}
-			render := e.RenderRef
-			if e.AssessedRenderRef != "" && e.AssessedRenderRef != e.RenderRef {
-				render += " (assessed " + e.AssessedRenderRef + ")"
-			}
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Wave, cell(kind), cell(e.Namespace), cell(e.Name),
-				cell(string(e.State)), cell(render), cell(e.Message))
-		}
-		if err := tw.Flush(); err != nil {
-			return err
-		}
+	} else if err := printEntries(out, h.Entries); err != nil {
+		return err
 	}
 	if len(h.Hooks) == 0 {
 		return nil

@@ -1,0 +1,176 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net/http/httptest"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
+	"github.com/kumodo/convoy-observer/internal/subresources"
+	"github.com/kumodo/convoy-observer/internal/testenv"
+)
+
+// The release commands are tested against a real kube-apiserver and etcd, started on
+// first use (the health eval tests need none) and stopped by TestMain.
+var (
+	cpOnce sync.Once
+	cpEnv  *testenv.Env
+	cpErr  error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if cpEnv != nil {
+		cpEnv.Stop()
+	}
+	os.Exit(code)
+}
+
+// controlPlane returns the shared API server with the CRDs, starting it on first use.
+func controlPlane(t *testing.T) *testenv.Env {
+	t.Helper()
+	cpOnce.Do(func() { cpEnv, cpErr = testenv.Start() })
+	if cpErr != nil {
+		t.Fatalf("starting the control plane: %v", cpErr)
+	}
+	return cpEnv
+}
+
+// apiServer serves convoy-api's handler over the control plane and returns its URL.
+func apiServer(t *testing.T, env *testenv.Env) string {
+	t.Helper()
+	h := subresources.NewHandler(env.Client)
+	h.Log = logr.Discard()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// Field managers of the two writers of a ReleaseInventory.
+const (
+	cmManager  = "convoy-controller-manager"
+	invManager = "convoy-health-inventory"
+)
+
+// testRelease is a Release of namespace default whose inventory the test writes as the
+// controller-manager and the observer would.
+type testRelease struct {
+	t    *testing.T
+	env  *testenv.Env
+	name string
+}
+
+// newTestRelease creates the Release default/name at lastAttempted render, and its
+// inventory with one entry per name in deployments (wave 0, render), recorded by the
+// controller-manager and not assessed yet.
+func newTestRelease(t *testing.T, env *testenv.Env, name, render string, deployments ...string) *testRelease {
+	t.Helper()
+	ctx := context.Background()
+	rel := &v1alpha1.Release{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
+		Spec: v1alpha1.ReleaseSpec{
+			ClusterRef:       v1alpha1.ClusterReference{Name: "target"},
+			HealthAssessment: &v1alpha1.HealthAssessment{},
+		},
+	}
+	if err := env.Client.Create(ctx, rel); err != nil {
+		t.Fatalf("create release %s: %v", name, err)
+	}
+	rel.Status.LastAttempted = &v1alpha1.AttemptStatus{RenderRef: render}
+	if err := env.Client.Status().Update(ctx, rel); err != nil {
+		t.Fatalf("set lastAttempted of %s: %v", name, err)
+	}
+	r := &testRelease{t: t, env: env, name: name}
+	var entries []any
+	for _, d := range deployments {
+		entries = append(entries, map[string]any{"group": "apps", "kind": "Deployment", "namespace": "default", "name": d,
+			"version": "v1", "resource": "deployments", "wave": int64(0), "renderRef": render})
+	}
+	r.apply(cmManager, entries)
+	return r
+}
+
+// assess writes, as the observer, the state and message of each Deployment (name →
+// [state, message]) assessed at render.
+func (r *testRelease) assess(render string, states map[string][2]string) {
+	r.t.Helper()
+	var entries []any
+	for name, sm := range states {
+		e := map[string]any{"group": "apps", "kind": "Deployment", "namespace": "default", "name": name,
+			"state": sm[0], "assessedRenderRef": render}
+		if sm[1] != "" {
+			e["message"] = sm[1]
+		}
+		entries = append(entries, e)
+	}
+	r.apply(invManager, entries)
+}
+
+func (r *testRelease) apply(manager string, entries []any) {
+	r.t.Helper()
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "convoy.kumodo.io/v1alpha1",
+		"kind":       "ReleaseInventory",
+		"metadata":   map[string]any{"name": r.name, "namespace": "default"},
+		"entries":    entries,
+	}}
+	if err := r.env.Client.Apply(context.Background(), client.ApplyConfigurationFromUnstructured(u),
+		client.FieldOwner(manager), client.ForceOwnership); err != nil {
+		r.t.Fatalf("apply inventory %s as %s: %v", r.name, manager, err)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a command writing while the test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// started runs convoyctl with args in the background; the returned function waits for
+// its exit status.
+func started(ctx context.Context, args ...string) (stdout, stderr *syncBuffer, wait func() int) {
+	stdout, stderr = &syncBuffer{}, &syncBuffer{}
+	done := make(chan int, 1)
+	go func() { done <- runContext(ctx, args, stdout, stderr) }()
+	return stdout, stderr, func() int {
+		select {
+		case code := <-done:
+			return code
+		case <-time.After(time.Minute):
+			return -1
+		}
+	}
+}
+
+// eventually polls cond every 50 ms for up to 30 s.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
