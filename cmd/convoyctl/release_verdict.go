@@ -60,7 +60,7 @@ func judge(h *subresources.HealthResponse) verdict {
 	count := fmt.Sprintf("%d/%d healthy", healthy, len(h.Entries))
 	first := func(list []subresources.HealthEntry) string {
 		e := list[0]
-		s := fmt.Sprintf("%s; %s %s", count, e.Kind, objectName(e.Namespace, e.Name))
+		s := fmt.Sprintf("%s; %s %s", count, e.Kind, namespacedName(e.Namespace, e.Name))
 		if e.Message != "" {
 			s += ": " + e.Message
 		}
@@ -90,8 +90,8 @@ func judge(h *subresources.HealthResponse) verdict {
 	return verdict{reason: reasonHealthy, detail: count}
 }
 
-// objectName is namespace/name, or name for a cluster-scoped object.
-func objectName(namespace, name string) string {
+// namespacedName is namespace/name, or name for a cluster-scoped object.
+func namespacedName(namespace, name string) string {
 	if namespace == "" {
 		return name
 	}
