@@ -8,6 +8,11 @@
 // 0 when everything was evaluated (whatever the states), 1 when a rule set does not
 // compile, 2 on a usage error or unreadable input.
 //
+//	convoyctl health lint FILE… [--kubeconfig F]
+//
+// compiles rule sets and type-checks each rule against its resources' schema (exit 0
+// clean, 1 on an error finding, 2 on bad input).
+//
 //	convoyctl release status NAME [-n NS] [--watch]
 //	convoyctl release wait NAME [-n NS] [--for healthy|degraded|condition=REASON] [--timeout D]
 //

@@ -31,6 +31,7 @@ func newHealthCommand(env *cliEnv) *cobra.Command {
 		RunE:  runGroup,
 	}
 	cmd.AddCommand(newHealthEvalCommand(env))
+	cmd.AddCommand(newHealthLintCommand(env))
 	return cmd
 }
 

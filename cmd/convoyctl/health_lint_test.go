@@ -1,0 +1,85 @@
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestHealthLint runs health lint offline: the library and convoy-defaults lint clean
+// (notes only), each mistake of health/lint/testdata/bad.yaml is an error line, exit 1.
+func TestHealthLint(t *testing.T) {
+	t.Parallel()
+	library, err := filepath.Glob("../../health/library/*.yaml")
+	if err != nil || len(library) == 0 {
+		t.Fatalf("no library files: %v", err)
+	}
+	code, stdout, stderr := runCLI(append([]string{"health", "lint", defaultsFile}, library...)...)
+	if code != exitOK || strings.Contains(stdout, "error:") || stderr != "" {
+		t.Errorf("library: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	code, stdout, stderr = runCLI("health", "lint", "../../health/lint/testdata/bad.yaml")
+	if code != exitCompileError || strings.Count(stdout, "error: GlobalHealthRuleSet/bad rule ") != 7 ||
+		!strings.Contains(stdout, "undefined field 'readyReplica'") || !strings.Contains(stderr, "7 errors in 1 rule sets") {
+		t.Errorf("bad.yaml: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	for _, args := range [][]string{{"health", "lint"}, {"health", "lint", "/nonexistent.yaml"}} {
+		if code, _, stderr := runCLI(args...); code != exitUsage {
+			t.Errorf("%v: exit %d, want %d; stderr: %s", args, code, exitUsage, stderr)
+		}
+	}
+}
+
+// TestHealthLintCluster type-checks rules of a CRD against the schema that a real API
+// server serves (this project's Release), with --kubeconfig.
+func TestHealthLintCluster(t *testing.T) {
+	env := controlPlane(t)
+	kc, err := env.AdminKubeconfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := writeFile(t, "kubeconfig", string(kc))
+	rules := writeFile(t, "rules.yaml", `apiVersion: extensions.convoy.kumodo.io/v1alpha1
+kind: GlobalHealthRuleSet
+metadata: {name: releases}
+spec:
+  rules:
+  - apiVersion: convoy.kumodo.io/v1alpha1
+    resources: [releases]
+    ruleExpression: "has(object.status) && has(object.status.healthSummary) && object.status.healthSummary.total == object.status.healthSummary.healthy"
+  - apiVersion: convoy.kumodo.io/v1alpha1
+    resources: [releases]
+    ruleExpression: "object.spec.clusterRef.nam == 'x'"
+  - apiVersion: convoy.kumodo.io/v1alpha1
+    resources: [releasez]
+    ruleExpression: "true"
+  - apiVersion: example.com/v1
+    resources: [widgets]
+    ruleExpression: "true"
+  - apiVersion: convoy.kumodo.io/v1alpha1
+    resources: [releases]
+    ruleExpression: "has(object.status.healthSummary.total)"
+`)
+	// The API server publishes a new CRD's schema in /openapi/v3 a moment after the CRD
+	// is established: until then, lint notes that it cannot type-check the rule.
+	var code int
+	var stdout, stderr string
+	eventually(t, "the Release schema in /openapi/v3", func() bool {
+		code, stdout, stderr = runCLI("health", "lint", "--kubeconfig", kubeconfig, rules)
+		return !strings.Contains(stdout, "note:")
+	})
+	want := []string{
+		"error: GlobalHealthRuleSet/releases rule 1 ruleExpression: convoy.kumodo.io/v1alpha1 releases (Release): undefined field 'nam'",
+		"error: GlobalHealthRuleSet/releases rule 2 resources: convoy.kumodo.io/v1alpha1 releasez matches nothing known",
+		"error: GlobalHealthRuleSet/releases rule 3 resources: example.com/v1 widgets matches nothing known",
+		"error: GlobalHealthRuleSet/releases rule 4 ruleExpression: convoy.kumodo.io/v1alpha1 releases (Release): has(object.status.healthSummary.total): object.status.healthSummary may be absent",
+	}
+	if code != exitCompileError || strings.Count(stdout, "\n") != len(want) {
+		t.Errorf("exit %d, want %d and %d lines\nstdout:\n%s\nstderr:\n%s", code, exitCompileError, len(want), stdout, stderr)
+	}
+	for _, w := range want {
+		if !strings.Contains(stdout, w) {
+			t.Errorf("stdout lacks %q:\n%s", w, stdout)
+		}
+	}
+}

@@ -1,0 +1,249 @@
+// Package lint checks health rule sets beyond what the loop needs to run them
+// (convoyctl health lint): every rule compiles as NewEvaluator compiles it, has what
+// admission requires, and is type-checked against the schema of the resources it
+// matches, where a SchemaSource knows one:
+//
+//   - a field that does not exist (object.status.readyReplica on a Deployment),
+//   - an operation on mismatched types (object.spec.replicas == 'three'),
+//   - has() on a field whose parent may be absent and is not guarded by an earlier
+//     has() of that parent (has(object.status.x.y) when status.x is optional),
+//   - a rule whose apiVersion and resource match nothing the source knows.
+//
+// The check compiles each expression in the rules' CEL environment (Kubernetes' base
+// environment at health.CompatibilityVersion) with object declared as the resource's
+// type, as the API server type-checks CRD validation rules and ValidatingAdmissionPolicy
+// expressions; formats are dropped so that date-times and quantities stay the strings
+// that the loop's unstructured objects hold. The package reads no cluster: the caller
+// passes the SchemaSource (Builtin offline, or one backed by a cluster's /openapi/v3).
+//
+//	findings := lint.Lint(global, local, &lint.Builtin{})
+//	for _, f := range findings { fmt.Println(f) }
+package lint
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/google/cel-go/cel"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/version"
+	apiservercel "k8s.io/apiserver/pkg/cel"
+	"k8s.io/apiserver/pkg/cel/common"
+	"k8s.io/apiserver/pkg/cel/environment"
+	celopenapi "k8s.io/apiserver/pkg/cel/openapi"
+	"k8s.io/kube-openapi/pkg/validation/spec"
+
+	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
+	"github.com/kumodo/convoy-observer/health"
+)
+
+// Resolution says what a SchemaSource knows of a group-version-resource.
+type Resolution int
+
+const (
+	// Found: the schema is known.
+	Found Resolution = iota
+	// UnknownResource: the source knows the group (or the cluster), and it has no such
+	// version or resource: the rule can never apply.
+	UnknownResource
+	// NoSchema: the source knows nothing of the group (a CRD, offline); the rule is not
+	// type-checked.
+	NoSchema
+)
+
+// SchemaSource finds the schema of the objects of a resource.
+type SchemaSource interface {
+	// Lookup returns the schema of gv/resource (OpenAPI, $refs resolved) and its kind
+	// when Found. An error means the source could not tell (for example the cluster did
+	// not answer); the rule is then not type-checked and the error is a note.
+	Lookup(gv schema.GroupVersion, resource string) (*spec.Schema, schema.GroupVersionKind, Resolution, error)
+}
+
+// Severity of a finding.
+type Severity string
+
+const (
+	// Error findings make convoyctl health lint exit 1.
+	Error Severity = "error"
+	// Note findings say what was not checked; they do not fail the lint.
+	Note Severity = "note"
+)
+
+// Finding is one problem of one rule.
+type Finding struct {
+	Severity Severity
+	// RuleSet is "GlobalHealthRuleSet/<name>" or "HealthRuleSet/<namespace>/<name>".
+	RuleSet string
+	// Rule is the 0-based index of the rule in spec.rules.
+	Rule int
+	// Field is ruleExpression, messageExpression, apiVersion or resources.
+	Field string
+	// Message says what is wrong.
+	Message string
+}
+
+// String is "<severity>: <RuleSet> rule <i> <field>: <message>".
+func (f Finding) String() string {
+	return fmt.Sprintf("%s: %s rule %d %s: %s", f.Severity, f.RuleSet, f.Rule, f.Field, f.Message)
+}
+
+// Lint checks every rule of the given sets (see the package doc) and returns the
+// findings in rule order: sets as given, rules in list order.
+func Lint(global []extv1alpha1.GlobalHealthRuleSet, local []extv1alpha1.HealthRuleSet, src SchemaSource) []Finding {
+	var out []Finding
+	for i := range global {
+		s := &global[i]
+		out = append(out, lintSet(health.KindGlobalHealthRuleSet, "", s.Name, s.Spec.Rules, src)...)
+	}
+	for i := range local {
+		s := &local[i]
+		out = append(out, lintSet(health.KindHealthRuleSet, s.Namespace, s.Name, s.Spec.Rules, src)...)
+	}
+	return out
+}
+
+// HasErrors reports whether any finding is an Error.
+func HasErrors(findings []Finding) bool {
+	for _, f := range findings {
+		if f.Severity == Error {
+			return true
+		}
+	}
+	return false
+}
+
+func lintSet(kind, namespace, name string, rules []extv1alpha1.RuleSpec, src SchemaSource) []Finding {
+	id := kind + "/" + name
+	if namespace != "" {
+		id = kind + "/" + namespace + "/" + name
+	}
+	var out []Finding
+	for i := range rules {
+		r := &rules[i]
+		add := func(sev Severity, field, format string, args ...any) {
+			out = append(out, Finding{Severity: sev, RuleSet: id, Rule: i, Field: field, Message: fmt.Sprintf(format, args...)})
+		}
+		// Admission: the CRD's required fields.
+		if r.APIVersion == "" {
+			add(Error, "apiVersion", "required")
+		}
+		if len(r.Resources) == 0 {
+			add(Error, "resources", "required")
+		}
+		if r.RuleExpression == "" {
+			add(Error, health.FieldRuleExpression, "required")
+		}
+		// The loop: the rule alone must compile as NewEvaluator compiles it.
+		one := extv1alpha1.GlobalHealthRuleSet{}
+		one.Name = name
+		one.Spec.Rules = []extv1alpha1.RuleSpec{*r}
+		if _, err := health.NewEvaluator([]extv1alpha1.GlobalHealthRuleSet{one}, nil); err != nil {
+			var ce *health.CompileError
+			if errors.As(err, &ce) {
+				add(Error, ce.Field, "does not compile: %v", ce.Err)
+			} else {
+				add(Error, health.FieldRuleExpression, "does not compile: %v", err)
+			}
+			continue
+		}
+		gv, err := schema.ParseGroupVersion(r.APIVersion)
+		if err != nil {
+			add(Error, "apiVersion", "%q is not a group/version: %v", r.APIVersion, err)
+			continue
+		}
+		for _, res := range r.Resources {
+			s, gvk, resolution, err := src.Lookup(gv, res)
+			switch {
+			case err != nil:
+				add(Note, "resources", "%s %s not type-checked: %v", r.APIVersion, res, err)
+				continue
+			case resolution == UnknownResource:
+				add(Error, "resources", "%s %s matches nothing known: no such version or resource (plural, lowercase)", r.APIVersion, res)
+				continue
+			case resolution == NoSchema:
+				add(Note, "resources", "%s %s not type-checked: no schema known (give --kubeconfig to read the cluster's)", r.APIVersion, res)
+				continue
+			}
+			for _, e := range []struct{ field, expr string }{
+				{health.FieldRuleExpression, r.RuleExpression}, {health.FieldMessageExpression, r.MessageExpression},
+			} {
+				if e.expr == "" {
+					continue
+				}
+				for _, msg := range checkExpression(e.expr, s, gvk) {
+					add(Error, e.field, "%s %s (%s): %s", r.APIVersion, res, gvk.Kind, msg)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// checkExpression type-checks expr with object of schema s and checks its has() calls.
+func checkExpression(expr string, s *spec.Schema, gvk schema.GroupVersionKind) []string {
+	env, err := typedEnv(s, gvk)
+	if err != nil {
+		return []string{fmt.Sprintf("cannot build the typed environment: %v", err)}
+	}
+	ast, iss := env.Compile(expr)
+	if iss.Err() != nil {
+		var msgs []string
+		for _, e := range iss.Errors() {
+			msgs = append(msgs, fmt.Sprintf("%s (column %d)", e.Message, e.Location.Column()+1))
+		}
+		return msgs
+	}
+	return uncheckedHas(ast, s)
+}
+
+// typedEnv is the rules' environment with object declared as the resource's type.
+func typedEnv(s *spec.Schema, gvk schema.GroupVersionKind) (*cel.Env, error) {
+	noFormats := withoutFormats(s)
+	decl := common.SchemaDeclType(&celopenapi.Schema{Schema: noFormats}, true)
+	if decl == nil {
+		return nil, fmt.Errorf("the schema of %s has no CEL type", gvk)
+	}
+	decl = decl.MaybeAssignTypeName(typeName(gvk))
+	set, err := environment.MustBaseEnvSet(health.CompatibilityVersion).Extend(environment.VersionedOptions{
+		IntroducedVersion: version.MajorMinor(1, 0),
+		EnvOptions:        []cel.EnvOption{cel.Variable("object", decl.CelType())},
+		DeclTypes:         []*apiservercel.DeclType{decl},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return set.Env(environment.StoredExpressions)
+}
+
+// typeName names the object's CEL type after its kind, for readable errors.
+func typeName(gvk schema.GroupVersionKind) string {
+	r := strings.NewReplacer(".", "_", "/", "_", "-", "_")
+	return "object_" + r.Replace(gvk.Group) + "_" + gvk.Version + "_" + gvk.Kind
+}
+
+// withoutFormats returns a copy of s without format anywhere: the loop's objects are
+// unstructured, so a date-time is a string there, not a timestamp.
+func withoutFormats(s *spec.Schema) *spec.Schema {
+	if s == nil {
+		return nil
+	}
+	c := *s
+	c.Format = ""
+	if s.Properties != nil {
+		c.Properties = make(map[string]spec.Schema, len(s.Properties))
+		for k, v := range s.Properties {
+			c.Properties[k] = *withoutFormats(&v)
+		}
+	}
+	if s.Items != nil && s.Items.Schema != nil {
+		c.Items = &spec.SchemaOrArray{Schema: withoutFormats(s.Items.Schema)}
+	}
+	if s.AdditionalProperties != nil && s.AdditionalProperties.Schema != nil {
+		c.AdditionalProperties = &spec.SchemaOrBool{Allows: s.AdditionalProperties.Allows, Schema: withoutFormats(s.AdditionalProperties.Schema)}
+	}
+	for i := range c.AllOf {
+		c.AllOf[i] = *withoutFormats(&s.AllOf[i])
+	}
+	return &c
+}
