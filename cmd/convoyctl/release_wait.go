@@ -95,7 +95,8 @@ Exit status:
      last read before the timeout failed)
   2  usage error
   3  the Release turned Degraded while waiting for healthy (the Degraded entries are printed)
-  4  --timeout passed (the entries that are still not Healthy are printed)`,
+  4  --timeout passed or the wait was interrupted (the entries that are still not Healthy
+     are printed)`,
 		Args: exactlyOneName,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			target, err := parseWaitFor(o.forFlag)
@@ -131,10 +132,13 @@ func runWait(ctx context.Context, env *cliEnv, release string, fetch healthFetch
 	var lastLine string
 	var lastErr error
 	var done error // the outcome when the condition function ends the poll
-	poll := func(ctx context.Context) (bool, error) {
+	// Each read runs under ctx, not under the poll's timeout: a read that the timeout
+	// would cut short (or that the client's rate limiter refuses to start so close to
+	// it) is not a failed read. The timeout is checked between reads.
+	poll := func(context.Context) (bool, error) {
 		h, err := fetch(ctx)
 		if err != nil && ctx.Err() != nil {
-			return false, nil // the timeout cut this read short: not a failure of the read
+			return true, nil // interrupted
 		}
 		if err != nil {
 			if fatalReadError(err) {
@@ -168,6 +172,8 @@ func runWait(ctx context.Context, env *cliEnv, release string, fetch healthFetch
 	switch {
 	case done != nil:
 		return done
+	case ctx.Err() != nil:
+		return &exitError{code: exitTimeout, err: fmt.Errorf("interrupted while waiting for release %s to be %s", release, target.reason)}
 	case err == nil:
 		return nil
 	case lastErr != nil:
