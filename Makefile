@@ -6,7 +6,7 @@ SHELL := /usr/bin/env bash
 # kube-scheduler, kwok), built from the Go module proxy and cached per version.
 CONTROLPLANE = hack/controlplane.sh path
 
-.PHONY: all build test e2e generate vet demo controlplane bench bench-scale
+.PHONY: all build test test-faults fuzz e2e generate vet demo controlplane bench bench-scale
 
 all: build
 
@@ -34,6 +34,18 @@ test:
 ## 100-entry Release; no control plane needed.
 bench:
 	go test -count=1 -v -run TestSideBySide ./health/bench/ -args -side-by-side | grep -v -e "^=== RUN" -e "^--- PASS" -e "^PASS$$"
+
+## test-faults: the long fault-injection suite (test/faults: many rounds of each fault, with
+## the figures of docs/operations.md); make test runs one short round of each.
+test-faults:
+	assets="$$($(CONTROLPLANE))"; FAULTS_LONG=1 KUBEBUILDER_ASSETS="$$assets" go test -count=1 -v -timeout 60m -run TestFaults ./test/faults/
+
+## fuzz: a short run of every fuzz target of the observer (FUZZTIME each, default 30s).
+FUZZTIME ?= 30s
+fuzz:
+	assets="$$($(CONTROLPLANE))"; export KUBEBUILDER_ASSETS="$$assets"; \
+	for t in FuzzReadOwnership FuzzTimeAdmission FuzzHookTimeout; do go test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) -parallel 1 ./internal/inventory/; done; \
+	go test -run '^$$' -fuzz '^FuzzParseReleasePath$$' -fuzztime $(FUZZTIME) -parallel 1 ./internal/subresources/
 
 ## e2e: only the end-to-end tests (test/e2e: the demo scenario, run with --once); make test runs them too.
 e2e:

@@ -232,6 +232,10 @@ func (h *HealthController) commit(ctx context.Context, rel *v1alpha1.Release, in
 	}
 	if a != nil {
 		if _, err := h.writeInventoryHealth(ctx, a, rv); err != nil {
+			if tooLarge(err) && hs != nil {
+				// Retrying alone would hide why: say it in the condition too.
+				_ = h.writeHealth(ctx, rel, assessFailed(rel, fmt.Errorf("cannot record the health of %d entries: the ReleaseInventory exceeds the API server's size limit: %w", len(a.entries), err)))
+			}
 			return h.writeFailed(ctx, "entries", err)
 		}
 	}
@@ -254,6 +258,12 @@ func (h *HealthController) writeFailed(ctx context.Context, write string, err er
 		return base.Quiet(err)
 	}
 	return err
+}
+
+// tooLarge reports whether err says that the written object exceeds the size limit of
+// the API server (413) or of etcd (a 500 "etcdserver: request is too large").
+func tooLarge(err error) bool {
+	return apierrors.IsRequestEntityTooLargeError(err) || strings.Contains(err.Error(), "request is too large")
 }
 
 // passInventory is rel's ReleaseInventory as one pass sees it: read once from the cache,

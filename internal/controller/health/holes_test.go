@@ -78,9 +78,10 @@ func TestFieldManagerNames(t *testing.T) {
 // TestRuleSetAndClusterChangesWakeTheLoop: with every entry Healthy and no interval the
 // loop has nothing scheduled, so only an event brings a pass: a changed HealthRuleSet, a
 // changed GlobalHealthRuleSet, a changed Cluster each turn the Release's condition
-// within the bounded wait (CONTRACT §2, "Events that add a key").
+// within the bounded wait (CONTRACT §2, "Events that add a key"). It runs alone (not
+// parallel, subtests in order): any GlobalHealthRuleSet change by another test enqueues
+// every Release and would hide a missing handler.
 func TestRuleSetAndClusterChangesWakeTheLoop(t *testing.T) {
-	t.Parallel()
 	settle := func(t *testing.T, f *fixture) {
 		t.Helper()
 		f.configMap("a", "true")
@@ -98,7 +99,6 @@ func TestRuleSetAndClusterChangesWakeTheLoop(t *testing.T) {
 		}
 	}
 	t.Run("HealthRuleSet", func(t *testing.T) {
-		t.Parallel()
 		f := newFixture(t)
 		f.readyRelease(0, 0)
 		settle(t, f)
@@ -108,8 +108,17 @@ func TestRuleSetAndClusterChangesWakeTheLoop(t *testing.T) {
 		must(t, env.Client.Update(f.ctx, rs))
 		eventually(t, "Progressing after the rule set changed", reason(f, v1alpha1.ReasonProgressing))
 	})
+	t.Run("Cluster", func(t *testing.T) {
+		f := newFixture(t)
+		f.readyRelease(0, 0)
+		settle(t, f)
+		cl := &v1alpha1.Cluster{}
+		must(t, env.Client.Get(f.ctx, clientKey(f.ns, "target"), cl))
+		cl.Spec.KubeconfigSecretRef = &v1alpha1.SecretKeyReference{Name: fmt.Sprintf("missing-%s", f.ns)}
+		must(t, env.Client.Update(f.ctx, cl))
+		eventually(t, "Unknown after the Cluster changed", reason(f, v1alpha1.ReasonUnknown))
+	})
 	t.Run("GlobalHealthRuleSet", func(t *testing.T) {
-		t.Parallel()
 		f := newFixture(t)
 		label := map[string]string{"test-global": f.ns}
 		grs := &extv1alpha1.GlobalHealthRuleSet{
@@ -126,16 +135,5 @@ func TestRuleSetAndClusterChangesWakeTheLoop(t *testing.T) {
 		grs.Spec.Rules[0].RuleExpression = "object.?data.?ready.orValue('') == 'yes'"
 		must(t, env.Client.Update(f.ctx, grs))
 		eventually(t, "Progressing after the global rule set changed", reason(f, v1alpha1.ReasonProgressing))
-	})
-	t.Run("Cluster", func(t *testing.T) {
-		t.Parallel()
-		f := newFixture(t)
-		f.readyRelease(0, 0)
-		settle(t, f)
-		cl := &v1alpha1.Cluster{}
-		must(t, env.Client.Get(f.ctx, clientKey(f.ns, "target"), cl))
-		cl.Spec.KubeconfigSecretRef = &v1alpha1.SecretKeyReference{Name: fmt.Sprintf("missing-%s", f.ns)}
-		must(t, env.Client.Update(f.ctx, cl))
-		eventually(t, "Unknown after the Cluster changed", reason(f, v1alpha1.ReasonUnknown))
 	})
 }

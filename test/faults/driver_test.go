@@ -1,0 +1,324 @@
+package faults
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
+	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
+)
+
+// cmManager is the field manager of the stand-in controller-manager.
+const cmManager = "convoy-controller-manager"
+
+// stageTimeout bounds each stage of the scenario; a stage that does not finish in time
+// means an edge or a state was lost.
+const stageTimeout = 2 * time.Minute
+
+// setupNamespace creates ns with the rule set and the local Cluster of a round.
+func setupNamespace(t *testing.T, ns string) {
+	t.Helper()
+	ctx := context.Background()
+	must(t, kube().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
+	must(t, kube().Create(ctx, &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "local", Namespace: ns}}))
+	must(t, kube().Create(ctx, &extv1alpha1.HealthRuleSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "rules", Namespace: ns},
+		Spec: extv1alpha1.HealthRuleSetSpec{Rules: []extv1alpha1.RuleSpec{{
+			APIVersion: "v1", Resources: []string{"configmaps"},
+			RuleExpression:    "object.?data.?ready.orValue('') == 'true'",
+			MessageExpression: "'not ready'",
+		}}},
+	}))
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// release is the stand-in controller-manager's view of one Release of a round, and the
+// invariant checker's memory of what it saw.
+type release struct {
+	ns, name string
+	api      *syncAPI
+
+	mu         sync.Mutex
+	violations []string
+	anchors    map[string]time.Time // entry → the first firstUnhealthy seen while failing
+	hookDone   *v1alpha1.HookEntry  // the hook once it was seen finished
+	dropped    bool                 // entry b was seen gone after its drop
+	finished   time.Time            // when the scenario completed
+}
+
+func (r *release) key() string { return r.ns + "/" + r.name }
+
+func (r *release) violate(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.violations = append(r.violations, fmt.Sprintf(format, args...))
+}
+
+// retry calls f until it succeeds (the API server may be down in a fault).
+func retry(ctx context.Context, f func() error) error {
+	for {
+		err := f()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last error: %v)", ctx.Err(), err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func apply(ctx context.Context, u map[string]any, status bool) error {
+	obj := &unstructured.Unstructured{Object: u}
+	return retry(ctx, func() error {
+		if status {
+			return kube().Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(obj.DeepCopy()), client.FieldOwner(cmManager))
+		}
+		return kube().Apply(ctx, client.ApplyConfigurationFromUnstructured(obj.DeepCopy()), client.FieldOwner(cmManager), client.ForceOwnership)
+	})
+}
+
+func (r *release) configMap(ctx context.Context, name, ready string) error {
+	return apply(ctx, map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": r.name + "-" + name, "namespace": r.ns}, "data": map[string]any{"ready": ready}}, false)
+}
+
+// inventory records entries (name → wave) and the hook (nil: none) as the controller-manager.
+func (r *release) inventory(ctx context.Context, entries map[string]int64, hook map[string]any) error {
+	list := []any{}
+	for name, wave := range entries {
+		list = append(list, map[string]any{"group": "", "kind": "ConfigMap", "namespace": r.ns, "name": r.name + "-" + name,
+			"version": "v1", "resource": "configmaps", "wave": wave, "renderRef": "r1"})
+	}
+	hooks := []any{}
+	if hook != nil {
+		hooks = append(hooks, hook)
+	}
+	return apply(ctx, map[string]any{"apiVersion": "convoy.kumodo.io/v1alpha1", "kind": "ReleaseInventory",
+		"metadata": map[string]any{"name": r.name, "namespace": r.ns}, "entries": list, "hooks": hooks}, false)
+}
+
+// waitFor polls cond until it holds or the stage times out.
+func (r *release) waitFor(ctx context.Context, stage string, cond func(*v1alpha1.Release, *v1alpha1.ReleaseInventory) bool) error {
+	ctx, cancel := context.WithTimeout(ctx, stageTimeout)
+	defer cancel()
+	for {
+		rel, inv := &v1alpha1.Release{}, &v1alpha1.ReleaseInventory{}
+		key := client.ObjectKey{Namespace: r.ns, Name: r.name}
+		if kube().Get(ctx, key, rel) == nil && kube().Get(ctx, key, inv) == nil {
+			r.check(inv)
+			if cond(rel, inv) {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: stage %q did not finish in %v", r.key(), stage, stageTimeout)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func entry(inv *v1alpha1.ReleaseInventory, name string) *v1alpha1.InventoryEntry {
+	for i := range inv.Entries {
+		if inv.Entries[i].Name == name {
+			return &inv.Entries[i]
+		}
+	}
+	return nil
+}
+
+func healthyCond(rel *v1alpha1.Release) bool {
+	c := meta.FindStatusCondition(rel.Status.Conditions, v1alpha1.ConditionHealthy)
+	return c != nil && c.Status == metav1.ConditionTrue && c.Reason == v1alpha1.ReasonHealthy
+}
+
+// check records every invariant that inv breaks: a moved anchor, a Degraded entry (the
+// deadline is an hour), a finished hook that lost its state, a revived dropped entry.
+func (r *release) check(inv *v1alpha1.ReleaseInventory) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, e := range inv.Entries {
+		if e.State == v1alpha1.StateDegraded {
+			r.violations = append(r.violations, fmt.Sprintf("%s: entry %s Degraded before its 1h deadline", r.key(), e.Name))
+		}
+		if e.State == v1alpha1.StateHealthy || e.FirstUnhealthy == nil {
+			continue
+		}
+		if first, ok := r.anchors[e.Name]; ok && !first.Equal(e.FirstUnhealthy.Time) {
+			r.violations = append(r.violations, fmt.Sprintf("%s: anchor of %s moved from %v to %v", r.key(), e.Name, first, e.FirstUnhealthy.Time))
+		} else if !ok {
+			r.anchors[e.Name] = e.FirstUnhealthy.Time
+		}
+	}
+	for i := range inv.Hooks {
+		h := inv.Hooks[i]
+		if r.hookDone != nil && (h.State != r.hookDone.State || h.FinishedAt == nil || !h.FinishedAt.Equal(r.hookDone.FinishedAt)) &&
+			h.CreatedAt.Equal(r.hookDone.CreatedAt) {
+			r.violations = append(r.violations, fmt.Sprintf("%s: finished hook %s changed from %s to %s", r.key(), h.Name, r.hookDone.State, h.State))
+		}
+		if r.hookDone == nil && h.State.IsTerminal() {
+			r.hookDone = h.DeepCopy()
+		}
+	}
+	if r.dropped && entry(inv, r.name+"-b") != nil {
+		r.violations = append(r.violations, fmt.Sprintf("%s: dropped entry b revived", r.key()))
+	}
+}
+
+// syncedSince waits for a sync request served at or after t.
+func (r *release) syncedSince(t time.Time) func(*v1alpha1.Release, *v1alpha1.ReleaseInventory) bool {
+	return func(*v1alpha1.Release, *v1alpha1.ReleaseInventory) bool { return r.api.since(r.key(), t) > 0 }
+}
+
+// run drives the Release through the scenario: wave 0 turns Healthy (an edge), a hook
+// Job finishes and is deleted (an edge; the state must stay), wave 1 appears Healthy (an
+// edge), entry b is dropped (it must vanish for good). Each edge must be followed by a
+// sync request in the sync endpoint's log.
+func (r *release) run(ctx context.Context) error {
+	r.anchors = map[string]time.Time{}
+	rel := &v1alpha1.Release{
+		ObjectMeta: metav1.ObjectMeta{Name: r.name, Namespace: r.ns},
+		Spec: v1alpha1.ReleaseSpec{ClusterRef: v1alpha1.ClusterReference{Name: "local"},
+			HealthAssessment: &v1alpha1.HealthAssessment{LocalRuleSetSelector: &metav1.LabelSelector{}, Deadline: &metav1.Duration{Duration: time.Hour}},
+			SyncPolicy:       &v1alpha1.SyncPolicy{Interval: &metav1.Duration{Duration: 5 * time.Second}}},
+	}
+	if err := retry(ctx, func() error {
+		if err := kube().Create(ctx, rel.DeepCopy()); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	// Wave 0, failing.
+	for _, n := range []string{"a", "b"} {
+		if err := r.configMap(ctx, n, "false"); err != nil {
+			return err
+		}
+	}
+	if err := r.inventory(ctx, map[string]int64{"a": 0, "b": 0}, nil); err != nil {
+		return err
+	}
+	if err := apply(ctx, map[string]any{"apiVersion": "convoy.kumodo.io/v1alpha1", "kind": "Release",
+		"metadata": map[string]any{"name": r.name, "namespace": r.ns},
+		"status":   map[string]any{"lastAttempted": map[string]any{"renderRef": "r1"}}}, true); err != nil {
+		return err
+	}
+	if err := r.waitFor(ctx, "wave 0 Progressing", func(_ *v1alpha1.Release, inv *v1alpha1.ReleaseInventory) bool {
+		a, b := entry(inv, r.name+"-a"), entry(inv, r.name+"-b")
+		return a != nil && b != nil && a.State == v1alpha1.StateProgressing && b.State == v1alpha1.StateProgressing
+	}); err != nil {
+		return err
+	}
+	// Wave 0 turns Healthy: an edge.
+	t1 := time.Now()
+	for _, n := range []string{"a", "b"} {
+		if err := r.configMap(ctx, n, "true"); err != nil {
+			return err
+		}
+	}
+	if err := r.waitFor(ctx, "wave 0 complete and synced", func(rel *v1alpha1.Release, inv *v1alpha1.ReleaseInventory) bool {
+		a, b := entry(inv, r.name+"-a"), entry(inv, r.name+"-b")
+		return a != nil && b != nil && a.State == v1alpha1.StateHealthy && b.State == v1alpha1.StateHealthy && r.syncedSince(t1)(rel, inv)
+	}); err != nil {
+		return err
+	}
+	// A hook Job that finishes, then is deleted on success.
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: r.name + "-migrate", Namespace: r.ns},
+		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{Name: "main", Image: "busybox"}}}}}}
+	if err := retry(ctx, func() error {
+		if err := kube().Create(ctx, job.DeepCopy()); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	armed := time.Now().UTC().Truncate(time.Second)
+	hook := map[string]any{"name": "migrate", "workloadKind": "Job", "namespace": r.ns, "workloadName": job.Name, "createdAt": armed.Format(time.RFC3339)}
+	if err := r.inventory(ctx, map[string]int64{"a": 0, "b": 0}, hook); err != nil {
+		return err
+	}
+	time.Sleep(1100 * time.Millisecond) // finish in a later second than the arming
+	t2 := time.Now()
+	if err := retry(ctx, func() error {
+		j := &batchv1.Job{}
+		if err := kube().Get(ctx, client.ObjectKeyFromObject(job), j); err != nil {
+			return err
+		}
+		now := metav1.Now()
+		j.Status.StartTime, j.Status.CompletionTime, j.Status.Succeeded = &now, &now, 1
+		j.Status.Conditions = []batchv1.JobCondition{
+			{Type: "SuccessCriteriaMet", Status: corev1.ConditionTrue, Reason: "CompletionsReached", LastTransitionTime: now},
+			{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, Reason: "CompletionsReached", LastTransitionTime: now},
+		}
+		return kube().Status().Update(ctx, j)
+	}); err != nil {
+		return err
+	}
+	if err := r.waitFor(ctx, "hook finished and synced", func(rel *v1alpha1.Release, inv *v1alpha1.ReleaseInventory) bool {
+		return len(inv.Hooks) == 1 && inv.Hooks[0].State == v1alpha1.HookSucceeded && r.syncedSince(t2)(rel, inv)
+	}); err != nil {
+		return err
+	}
+	if err := retry(ctx, func() error {
+		return client.IgnoreNotFound(kube().Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground)))
+	}); err != nil {
+		return err
+	}
+	// Wave 1 appears Healthy: the frontier wave completes, an edge.
+	if err := r.configMap(ctx, "c", "true"); err != nil {
+		return err
+	}
+	t3 := time.Now()
+	if err := r.inventory(ctx, map[string]int64{"a": 0, "b": 0, "c": 1}, hook); err != nil {
+		return err
+	}
+	if err := r.waitFor(ctx, "wave 1 complete and synced", func(rel *v1alpha1.Release, inv *v1alpha1.ReleaseInventory) bool {
+		c := entry(inv, r.name+"-c")
+		return c != nil && c.State == v1alpha1.StateHealthy && r.syncedSince(t3)(rel, inv)
+	}); err != nil {
+		return err
+	}
+	// Entry b is dropped: it vanishes for good, and the Release is Healthy with 2 entries.
+	if err := r.inventory(ctx, map[string]int64{"a": 0, "c": 1}, hook); err != nil {
+		return err
+	}
+	if err := r.waitFor(ctx, "b dropped, Healthy", func(rel *v1alpha1.Release, inv *v1alpha1.ReleaseInventory) bool {
+		if entry(inv, r.name+"-b") != nil {
+			return false
+		}
+		r.mu.Lock()
+		r.dropped = true
+		r.mu.Unlock()
+		s := rel.Status.HealthSummary
+		return healthyCond(rel) && s != nil && s.Total == 2 && s.Healthy == 2 &&
+			len(inv.Hooks) == 1 && inv.Hooks[0].State == v1alpha1.HookSucceeded
+	}); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.finished = time.Now()
+	r.mu.Unlock()
+	return nil
+}

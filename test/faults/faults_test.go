@@ -1,0 +1,238 @@
+package faults
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// releasesPerRound is how many Releases converge at once in a round.
+func releasesPerRound() int {
+	if long {
+		return 6
+	}
+	return 2
+}
+
+// fault is one kind of fault: inject starts it and returns the function that ends it,
+// which returns when the fault ended (convergence is measured from then).
+type fault struct {
+	name   string
+	inject func(t *testing.T, w *world, ns string) (end func() time.Time)
+}
+
+// now ends a fault at the moment end is called.
+func now(end func()) func() time.Time {
+	return func() time.Time { end(); return time.Now() }
+}
+
+// world is what one test's rounds share: the proxy, the sync endpoint, the observer.
+type world struct {
+	proxy *faultProxy
+	api   *syncAPI
+	obs   *observer
+	ns    string
+}
+
+var nsSeq atomic.Int32
+
+// TestFaults runs rounds of each fault while Releases converge, and checks the
+// invariants after each round (see the package documentation).
+func TestFaults(t *testing.T) {
+	faults := []fault{
+		{"proxy", injectProxy},
+		{"conflicts", injectConflicts},
+		{"syncdown", injectSyncDown},
+		{"kill", injectKill},
+		{"apiserver", injectAPIServerRestart},
+	}
+	if !long {
+		// envtest waits 20s for kube-apiserver to stop while watches are open: a restart
+		// round is too slow for make test's budget.
+		faults = faults[:len(faults)-1]
+	}
+	var report []string
+	for _, f := range faults {
+		t.Run(f.name, func(t *testing.T) {
+			converge := runRounds(t, f)
+			if len(converge) > 0 {
+				report = append(report, fmt.Sprintf("%-10s rounds=%d releases/round=%d converge p50=%v p99=%v max=%v",
+					f.name, len(converge), releasesPerRound(), pct(converge, 50), pct(converge, 99), slices.Max(converge)))
+			}
+		})
+	}
+	t.Logf("fault figures (time from the end of the fault until every Release of the round converged):\n%s", strings.Join(report, "\n"))
+}
+
+// runRounds runs the rounds of fault f against one observer process and returns the
+// convergence time of each round.
+func runRounds(t *testing.T, f fault) []time.Duration {
+	ns := fmt.Sprintf("faults-%s-%d", f.name, nsSeq.Add(1))
+	setupNamespace(t, ns)
+	w := &world{proxy: newFaultProxy(t, restConfig()), api: newSyncAPI(t), ns: ns}
+	w.obs = startObserver(t, w.proxy.kubeconfig(t), w.api.url(), ns)
+	var converge []time.Duration
+	for round := range rounds() {
+		d, ok := runRound(t, w, f, round)
+		if !ok {
+			break
+		}
+		converge = append(converge, d)
+	}
+	if p := w.obs.panics(); len(p) > 0 {
+		t.Errorf("the observer panicked:\n%s", strings.Join(p, "\n"))
+	}
+	return converge
+}
+
+// runRound starts the Releases of one round, injects the fault while they converge,
+// ends it, waits for every Release and checks the invariants.
+func runRound(t *testing.T, w *world, f fault, round int) (time.Duration, bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*stageTimeout)
+	defer cancel()
+	rels := make([]*release, releasesPerRound())
+	errs := make([]error, len(rels))
+	var wg sync.WaitGroup
+	for i := range rels {
+		rels[i] = &release{ns: w.ns, name: fmt.Sprintf("r%d-%d", round, i), api: w.api}
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = rels[i].run(ctx) }()
+	}
+	time.Sleep(time.Duration(300+rand.IntN(2500)) * time.Millisecond) // hit the scenario at a random point
+	end := f.inject(t, w, w.ns)
+	time.Sleep(time.Duration(2000+rand.IntN(3000)) * time.Millisecond)
+	ended := end()
+	if w.obs.exitedEarly() {
+		t.Fatalf("round %d: the observer exited:\n%s", round, w.obs.tail())
+	}
+	wg.Wait()
+	ok := true
+	var last time.Time
+	for i, r := range rels {
+		if errs[i] != nil {
+			t.Errorf("round %d: %v (an edge or a state was lost)", round, errs[i])
+			ok = false
+			continue
+		}
+		if r.finished.After(last) {
+			last = r.finished
+		}
+	}
+	// Steady: no sync request for a converged Release.
+	steadyFrom := time.Now()
+	time.Sleep(3 * time.Second)
+	for _, r := range rels {
+		if n := w.api.since(r.key(), steadyFrom); n > 0 && ok {
+			t.Errorf("round %d: steady Release %s got %d sync requests", round, r.key(), n)
+		}
+		for _, v := range r.violations {
+			t.Errorf("round %d: invariant broken: %s", round, v)
+			ok = false
+		}
+	}
+	if !ok {
+		t.Logf("observer log tail:\n%s", w.obs.tail())
+		return 0, false
+	}
+	return max(0, last.Sub(ended)), true
+}
+
+// injectProxy makes the proxy answer 40% of the requests with one fault, chosen per round.
+func injectProxy(t *testing.T, w *world, _ string) func() time.Time {
+	modes := strings.Split(proxyModeAll, ",")
+	mode := modes[rand.IntN(len(modes))]
+	t.Logf("proxy fault: %s", mode)
+	w.proxy.set(mode, 0.4)
+	return now(func() { w.proxy.set(modeNone, 0) })
+}
+
+// injectConflicts has another field manager write every inventory and Release status of
+// the namespace as fast as it can, so the observer's preconditioned writes conflict.
+func injectConflicts(t *testing.T, w *world, ns string) func() time.Time {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for tick := 0; ctx.Err() == nil; tick++ {
+			list := &unstructured.UnstructuredList{}
+			list.SetAPIVersion("convoy.kumodo.io/v1alpha1")
+			list.SetKind("ReleaseInventoryList")
+			if err := kube().List(ctx, list, client.InNamespace(ns)); err != nil {
+				continue
+			}
+			for _, inv := range list.Items {
+				stamp := fmt.Sprint(tick)
+				u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "convoy.kumodo.io/v1alpha1", "kind": "ReleaseInventory",
+					"metadata": map[string]any{"name": inv.GetName(), "namespace": ns, "annotations": map[string]any{"faults/tick": stamp}}}}
+				_ = kube().Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("fault-writer"), client.ForceOwnership)
+				s := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "convoy.kumodo.io/v1alpha1", "kind": "Release",
+					"metadata": map[string]any{"name": inv.GetName(), "namespace": ns},
+					"status": map[string]any{"conditions": []any{map[string]any{"type": "FaultTick", "status": "True", "reason": "Tick",
+						"message": stamp, "lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}}}}}
+				_ = kube().Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(s), client.FieldOwner("fault-writer"), client.ForceOwnership)
+			}
+		}
+	}()
+	return now(func() { cancel(); wg.Wait() })
+}
+
+// injectSyncDown takes the sync endpoint down (connection refused).
+func injectSyncDown(t *testing.T, w *world, _ string) func() time.Time {
+	w.api.setDown(t, true)
+	return now(func() { w.api.setDown(t, false) })
+}
+
+// injectKill kills the observer with SIGKILL and restarts it, once or twice; the fault
+// ends with the last restart.
+func injectKill(t *testing.T, w *world, _ string) func() time.Time {
+	w.obs.kill()
+	w.obs.start()
+	if rand.IntN(2) == 0 {
+		time.Sleep(time.Duration(200+rand.IntN(1500)) * time.Millisecond)
+		w.obs.kill()
+		w.obs.start()
+	}
+	restarted := time.Now()
+	return func() time.Time { return restarted }
+}
+
+// injectAPIServerRestart stops kube-apiserver (etcd keeps the data) and starts it again
+// when the fault ends.
+func injectAPIServerRestart(t *testing.T, w *world, _ string) func() time.Time {
+	if err := env.StopAPIServer(); err != nil {
+		// envtest gives up waiting for a graceful stop while watches are open; the
+		// process is gone by then.
+		t.Logf("stopping kube-apiserver: %v", err)
+	}
+	return now(func() {
+		if err := env.StartAPIServer(); err != nil {
+			t.Fatalf("starting kube-apiserver again: %v", err)
+		}
+		cfg, err := reconnect()
+		if err != nil {
+			t.Fatalf("reconnecting to kube-apiserver: %v", err)
+		}
+		if err := w.proxy.setUpstream(cfg); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// pct returns the p-th percentile (nearest rank) of ds.
+func pct(ds []time.Duration, p int) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := (p*len(s) + 99) / 100
+	return s[max(0, min(len(s)-1, i-1))].Round(10 * time.Millisecond)
+}

@@ -1,0 +1,104 @@
+package faults
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// observer is convoy-observer as a real process; restart replaces a killed one.
+type observer struct {
+	t       *testing.T
+	args    []string
+	logs    []string // one log file per start
+	cmd     *exec.Cmd
+	done    chan struct{}
+	starts  int
+	logsDir string
+}
+
+func startObserver(t *testing.T, kubeconfig, syncURL, namespace string) *observer {
+	t.Helper()
+	o := &observer{t: t, logsDir: t.TempDir(), args: []string{
+		"--kubeconfig", kubeconfig, "--sync-url", syncURL, "--namespace", namespace,
+		"--health-probe-bind-address", "0", "--metrics-bind-address", "0", "--workers", "4",
+	}}
+	o.start()
+	t.Cleanup(o.stop)
+	return o
+}
+
+func (o *observer) start() {
+	o.t.Helper()
+	o.starts++
+	path := filepath.Join(o.logsDir, "observer-"+time.Now().Format("150405.000")+".log")
+	f, err := os.Create(path)
+	if err != nil {
+		o.t.Fatal(err)
+	}
+	defer f.Close()
+	cmd := exec.Command(observerBin, o.args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		o.t.Fatal(err)
+	}
+	o.cmd, o.logs, o.done = cmd, append(o.logs, path), make(chan struct{})
+	done := o.done
+	go func() { _ = cmd.Wait(); close(done) }()
+}
+
+// kill sends SIGKILL and waits for the process to be gone.
+func (o *observer) kill() {
+	_ = syscall.Kill(-o.cmd.Process.Pid, syscall.SIGKILL)
+	<-o.done
+}
+
+// stop ends the process with SIGTERM (SIGKILL after 10s).
+func (o *observer) stop() {
+	_ = syscall.Kill(-o.cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-o.done:
+	case <-time.After(10 * time.Second):
+		o.kill()
+	}
+}
+
+// exitedEarly reports whether the running observer has exited by itself.
+func (o *observer) exitedEarly() bool {
+	select {
+	case <-o.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// panics returns the lines of every run's log that tell of a panic.
+func (o *observer) panics() []string {
+	var out []string
+	for _, p := range o.logs {
+		b, _ := os.ReadFile(p)
+		for _, line := range bytes.Split(b, []byte("\n")) {
+			if bytes.Contains(line, []byte("panic")) || bytes.Contains(line, []byte("Observed a panic")) {
+				out = append(out, string(line))
+			}
+		}
+	}
+	return out
+}
+
+// tail returns the end of the current run's log, for a failure message.
+func (o *observer) tail() string {
+	b, _ := os.ReadFile(o.logs[len(o.logs)-1])
+	lines := strings.Split(string(b), "\n")
+	if len(lines) > 40 {
+		lines = lines[len(lines)-40:]
+	}
+	return strings.Join(lines, "\n")
+}
