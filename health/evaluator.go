@@ -208,10 +208,10 @@ func (e *Evaluator) addSet(env *celEnv, kind, namespace, name string, rules []ex
 }
 
 // compile parses and type-checks expr in Kubernetes' base environment and plans it with
-// the call guard (guard.go). An expression without comprehensions does a bounded number
-// of steps (at most its size) besides its calls, which the guard charges, so it runs
-// without cel-go's per-step cost tracking; one with comprehensions runs with it, under
-// the base environment's per-call limit (CostLimit) as well as the guard.
+// the call guard (guard.go), which charges every call from its arguments before it runs
+// and, in an expression with comprehensions, every step of every iteration. An
+// expression without comprehensions does at most as many steps as it has nodes besides
+// its calls, so only its calls are charged.
 //
 // The type of the result is not checked here: CONTRACT §2 makes a ruleExpression that
 // returns a non-bool an evaluation error and a non-string messageExpression the general
@@ -221,14 +221,8 @@ func compile(env *celEnv, expr string) (cel.Program, error) {
 	if iss.Err() != nil {
 		return nil, iss.Err()
 	}
-	guard := cel.CustomDecoratorV2(guardDecorator(env.overloads))
-	var prg cel.Program
-	var err error
-	if hasComprehension(ast.NativeRep().Expr()) {
-		prg, err = env.compile.Program(ast, guard)
-	} else {
-		prg, err = env.plan.PlanProgram(ast.NativeRep(), guard)
-	}
+	guard := guardDecorator(env.overloads, hasComprehension(ast.NativeRep().Expr()))
+	prg, err := env.plan.PlanProgram(ast.NativeRep(), cel.CustomDecoratorV2(guard))
 	if err != nil {
 		return nil, fmt.Errorf("planning the program: %w", err)
 	}

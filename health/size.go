@@ -12,9 +12,15 @@ import (
 // Value() materializes the whole list, so sizeOf walks it element by element instead.
 var concatListType = reflect.TypeOf(types.NewStringList(types.DefaultTypeAdapter, []string{"a"}).(traits.Adder).Add(types.NewStringList(types.DefaultTypeAdapter, []string{"b"})))
 
-// sizeOf returns the size of v that the call guard charges for: the length in bytes of
-// a string or bytes value, 1 for any other scalar, and for a list or map 1 per element or
-// entry plus the sizes of the elements, keys and values, all the way down. It stops
+// elementUnits is what one list element or map entry counts in sizeOf: as much as
+// traversalFactor bytes of a string, a whole cost unit, since visiting an element costs
+// about as much as the API server's cost model prices one unit.
+const elementUnits = traversalFactor
+
+// sizeOf returns the size of v that the call guard charges for, in tenths of a cost unit:
+// the length in bytes of a string or bytes value, 1 for any other scalar, and for a list
+// or map elementUnits per element or entry plus the sizes of the elements, keys and
+// values, all the way down. It stops
 // counting once the size exceeds limit and then returns a number above limit, so the
 // walk itself never does more work than the budget it checks.
 func sizeOf(v ref.Val, limit uint64) uint64 {
@@ -40,7 +46,7 @@ func sizeOf(v ref.Val, limit uint64) uint64 {
 func sizeOfLister(l traits.Lister, limit uint64) uint64 {
 	var n uint64
 	for it := l.Iterator(); it.HasNext() == types.True; {
-		n += 1 + sizeOf(it.Next(), limit-min(n, limit))
+		n += elementUnits + sizeOf(it.Next(), limit-min(n, limit))
 		if n > limit {
 			return n
 		}
@@ -63,37 +69,37 @@ func sizeOfNative(x any, limit uint64) uint64 {
 		return uint64(len(t))
 	case map[string]any:
 		for k, e := range t {
-			if add(1 + uint64(len(k)) + sizeOfNative(e, limit-min(n, limit))) {
+			if add(elementUnits + uint64(len(k)) + sizeOfNative(e, limit-min(n, limit))) {
 				return n
 			}
 		}
 	case []any:
 		for _, e := range t {
-			if add(1 + sizeOfNative(e, limit-min(n, limit))) {
+			if add(elementUnits + sizeOfNative(e, limit-min(n, limit))) {
 				return n
 			}
 		}
 	case []string:
 		for _, e := range t {
-			if add(1 + uint64(len(e))) {
+			if add(elementUnits + uint64(len(e))) {
 				return n
 			}
 		}
 	case map[string]string:
 		for k, e := range t {
-			if add(1 + uint64(len(k)+len(e))) {
+			if add(elementUnits + uint64(len(k)+len(e))) {
 				return n
 			}
 		}
 	case []ref.Val:
 		for _, e := range t {
-			if add(1 + sizeOf(e, limit-min(n, limit))) {
+			if add(elementUnits + sizeOf(e, limit-min(n, limit))) {
 				return n
 			}
 		}
 	case map[ref.Val]ref.Val:
 		for k, e := range t {
-			if add(1 + sizeOf(k, limit-min(n, limit)) + sizeOf(e, limit-min(n, limit))) {
+			if add(elementUnits + sizeOf(k, limit-min(n, limit)) + sizeOf(e, limit-min(n, limit))) {
 				return n
 			}
 		}
@@ -110,7 +116,7 @@ func sizeOfNative(x any, limit uint64) uint64 {
 func sizeOfReflect(rv reflect.Value, limit uint64) uint64 {
 	switch rv.Kind() {
 	case reflect.Slice, reflect.Array:
-		n := uint64(rv.Len())
+		n := sat(uint64(rv.Len()), elementUnits)
 		if n > limit {
 			return n
 		}
@@ -124,7 +130,7 @@ func sizeOfReflect(rv reflect.Value, limit uint64) uint64 {
 		}
 		return n
 	case reflect.Map:
-		n := uint64(rv.Len())
+		n := sat(uint64(rv.Len()), elementUnits)
 		for it := rv.MapRange(); it.Next() && n <= limit; {
 			if it.Key().CanInterface() && it.Value().CanInterface() {
 				n += sizeOfNative(it.Key().Interface(), limit-min(n, limit)) +
