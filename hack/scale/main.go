@@ -16,6 +16,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
 	"github.com/kumodo/convoy-observer/internal/testenv"
 	"github.com/kumodo/convoy-observer/test/scale"
 )
@@ -32,6 +35,7 @@ func main() {
 		args     = flag.String("observer-args", "", "extra flags of convoy-observer, space-separated (e.g. \"--target-direct-reads\")")
 	)
 	flag.Parse()
+	ctrllog.SetLogger(logr.Discard()) // the benchmark's own cache logs nothing worth reading
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	root, err := testenv.RepoRoot()

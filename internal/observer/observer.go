@@ -22,6 +22,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
+	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
 	"github.com/kumodo/convoy-observer/internal/controller/base"
 	healthctrl "github.com/kumodo/convoy-observer/internal/controller/health"
 	"github.com/kumodo/convoy-observer/internal/scheme"
@@ -137,6 +139,14 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, *ba
 	}
 	if o.RetryPeriod > 0 {
 		opts.RetryPeriod = &o.RetryPeriod
+	}
+	// The loop never reads the managedFields of Releases, Clusters or rule sets (it does
+	// read the inventories': they say which entries the controller-manager records), so
+	// the cache does not keep them.
+	strip := cache.ByObject{Transform: cache.TransformStripManagedFields()}
+	opts.Cache.ByObject = map[client.Object]cache.ByObject{
+		&v1alpha1.Release{}: strip, &v1alpha1.Cluster{}: strip,
+		&extv1alpha1.GlobalHealthRuleSet{}: strip, &extv1alpha1.HealthRuleSet{}: strip,
 	}
 	if len(o.Namespaces) > 0 {
 		opts.Cache.DefaultNamespaces = map[string]cache.Config{}

@@ -368,6 +368,7 @@ func (r *run) measure(ctx context.Context) error {
 		return err
 	}
 	rep.ConvergeRequests = afterConverge.minus(before)
+	rep.APIServerCPUConverge = time.Duration(rep.ConvergeRequests[cpuKey] * float64(time.Second))
 	rep.CPUConverge, _ = cpuTime(pid)
 	rep.RSSConverged, _ = procStatus(pid, "VmRSS")
 	rep.Objects = r.cfg.Releases * r.cfg.Objects
@@ -414,6 +415,7 @@ func (r *run) measure(ctx context.Context) error {
 	rep.CPUTotal, _ = cpuTime(pid)
 	rep.PeakRSS, _ = procStatus(pid, "VmHWM")
 	r.logf("%d reactions measured", len(rep.EntryReaction))
+	r.copyLog()
 	return nil
 }
 

@@ -99,11 +99,31 @@ type EventSource struct {
 	// Enqueue adds a key to the loop's queue.
 	Enqueue func(key string)
 	Log     logr.Logger
+	// Indexer, when set (the manager's field indexer, over the same cache as Reader),
+	// indexes Releases by spec.clusterRef.name, so a Cluster event lists only the
+	// Releases that reference it.
+	Indexer client.FieldIndexer
+
+	indexed bool
 }
+
+// ReleaseClusterField is the field index of Releases by spec.clusterRef.name.
+const ReleaseClusterField = "spec.clusterRef.name"
 
 // Register adds the handlers for Release, ReleaseInventory, GlobalHealthRuleSet,
 // HealthRuleSet and Cluster, and returns their HasSynced functions.
 func (s *EventSource) Register(ctx context.Context) ([]func() bool, error) {
+	if s.Indexer != nil {
+		if err := s.Indexer.IndexField(ctx, &v1alpha1.Release{}, ReleaseClusterField, func(o client.Object) []string {
+			if r, ok := o.(*v1alpha1.Release); ok {
+				return []string{r.Spec.ClusterRef.Name}
+			}
+			return nil
+		}); err != nil {
+			return nil, fmt.Errorf("indexing Releases by Cluster: %w", err)
+		}
+		s.indexed = true
+	}
 	var synced []func() bool
 	add := func(obj client.Object, h toolscache.ResourceEventHandler) error {
 		inf, err := s.Cache.GetInformer(ctx, obj)
@@ -195,7 +215,12 @@ func (s *EventSource) EnqueueReleasesOf(ctx context.Context, namespace, cluster 
 // reference cluster ("" = any).
 func (s *EventSource) enqueueReleases(ctx context.Context, namespace, cluster string) {
 	list := &v1alpha1.ReleaseList{}
-	if err := s.Reader.List(ctx, list, client.InNamespace(namespace)); err != nil {
+	// Read-only: no deep copy of every Release for a fleet-wide event.
+	opts := []client.ListOption{client.InNamespace(namespace), client.UnsafeDisableDeepCopy}
+	if cluster != "" && s.indexed {
+		opts = append(opts, client.MatchingFields{ReleaseClusterField: cluster})
+	}
+	if err := s.Reader.List(ctx, list, opts...); err != nil {
 		s.Log.Error(err, "listing Releases to enqueue", "namespace", namespace, "cluster", cluster)
 		return
 	}

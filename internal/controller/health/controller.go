@@ -93,7 +93,7 @@ func NewHealthController(reader client.Reader, writer client.Client, clusters ba
 // callers (and tests) can reach its queue.
 func (h *HealthController) SetupWithManager(ctx context.Context, mgr manager.Manager, workers int) (*base.Controller, error) {
 	c := base.NewController("health", workers, h.syncHandler)
-	src := &base.EventSource{Cache: mgr.GetCache(), Reader: mgr.GetCache(), Enqueue: c.Enqueue, Log: h.Log}
+	src := &base.EventSource{Cache: mgr.GetCache(), Reader: mgr.GetCache(), Indexer: mgr.GetFieldIndexer(), Enqueue: c.Enqueue, Log: h.Log}
 	synced, err := src.Register(ctx)
 	if err != nil {
 		return nil, err

@@ -152,3 +152,43 @@ func TestLoopDoesNotWakeItself(t *testing.T) {
 		t.Fatalf("passes = %d after one wake-up and the loop's own writes, want %d", got, base+1)
 	}
 }
+
+// TestClusterChangeWakesItsReleasesOnly: a Cluster spec change adds the keys of the
+// Releases that reference it (through the Release-by-Cluster index), not the others of
+// the namespace. A fence (a label change of the other Release, through the same single
+// worker) orders the check after every key that the Cluster event added.
+func TestClusterChangeWakesItsReleasesOnly(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	must(t, env.Client.Create(f.ctx, &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "other", Namespace: f.ns}}))
+	f.release(nil, 0)
+	must(t, env.Client.Create(f.ctx, &v1alpha1.Release{
+		ObjectMeta: metav1.ObjectMeta{Name: "elsewhere", Namespace: f.ns},
+		Spec:       v1alpha1.ReleaseSpec{ClusterRef: v1alpha1.ClusterReference{Name: "other"}},
+	}))
+	elsewhere := f.ns + "/elsewhere"
+	passes := startManager(t, f)
+	fenceN := 0
+	fence := func() {
+		t.Helper()
+		before := passes.get(elsewhere)
+		fenceN++
+		r := &v1alpha1.Release{}
+		must(t, env.Client.Get(f.ctx, clientKey(f.ns, "elsewhere"), r))
+		r.Labels = map[string]string{"fence": string(rune('a' + fenceN))}
+		must(t, env.Client.Update(f.ctx, r))
+		eventually(t, "the fence", func() bool { return passes.get(elsewhere) > before })
+	}
+	eventually(t, "the first passes", func() bool { return passes.get(f.key) >= 1 && passes.get(elsewhere) >= 1 })
+	fence()
+	before, beforeElsewhere := passes.get(f.key), passes.get(elsewhere)
+	cl := &v1alpha1.Cluster{}
+	must(t, env.Client.Get(f.ctx, clientKey(f.ns, "other"), cl))
+	cl.Spec.Shard = "moved"
+	must(t, env.Client.Update(f.ctx, cl))
+	eventually(t, "a pass of the Release of the changed Cluster", func() bool { return passes.get(elsewhere) > beforeElsewhere })
+	fence()
+	if got := passes.get(f.key); got != before {
+		t.Fatalf("the Release of an unchanged Cluster had %d more passes", got-before)
+	}
+}
