@@ -83,6 +83,9 @@ type Options struct {
 // syncTimeout bounds one wake-up request.
 const syncTimeout = 10 * time.Second
 
+// EventSource is the reportingController of the health loop's Events.
+const EventSource = "convoy-observer"
+
 // LeaseName returns the name of the Lease that the replicas owning shards compete for:
 // convoy-observer-shard-default for the default shard alone; otherwise the sorted shard
 // names, reduced to a DNS label of at most 24 characters, followed by the first 16 hex
@@ -191,6 +194,9 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, *ba
 	if o.ReadConcurrency > 0 {
 		h.ReadConcurrency = o.ReadConcurrency
 	}
+	// Events (events.k8s.io/v1) through the manager's recorder: its broadcaster merges
+	// repeats of one Event into a series.
+	h.Events = mgr.GetEventRecorder(EventSource)
 	c, err := h.SetupWithManager(ctx, mgr, max(o.Workers, 1))
 	if err != nil {
 		return nil, nil, fmt.Errorf("setting up the health loop: %w", err)

@@ -57,6 +57,11 @@ type HealthController struct {
 	// Enqueue adds a Release key to the loop's queue; SetupWithManager sets it. Changes
 	// of target objects wake the Releases that read them through it (nil: no wake-ups).
 	Enqueue func(key string)
+	// Events records the loop's Kubernetes Events (events.k8s.io/v1) on Releases and
+	// Clusters, on edges only (events.go); nil records none.
+	Events EventRecorder
+	// events is the memory of cluster edges and the per-Cluster Event budget.
+	events eventState
 
 	// targets maps target objects to the Releases that read them.
 	targets targetIndex
@@ -225,11 +230,13 @@ func (h *HealthController) commit(ctx context.Context, rel *v1alpha1.Release, in
 	if e.any() {
 		h.armWake(base.KeyOf(rel))
 	}
+	prev := priorCondition(rel)
 	rv := inv.resourceVersion()
 	rv, err := h.writeHookStatus(ctx, inv.inv, rv, hooks)
 	if err != nil {
 		return h.writeFailed(ctx, "hooks", err)
 	}
+	h.recordHookEvents(rel, hooks)
 	if a != nil {
 		if _, err := h.writeInventoryHealth(ctx, a, rv); err != nil {
 			if tooLarge(err) && hs != nil {
@@ -243,6 +250,7 @@ func (h *HealthController) commit(ctx context.Context, rel *v1alpha1.Release, in
 		if err := h.writeHealth(ctx, rel, *hs); err != nil {
 			return h.writeFailed(ctx, "status", err)
 		}
+		h.recordHealthEvents(ctx, rel, prev, *hs, a)
 	}
 	return h.wake(ctx, rel, e)
 }

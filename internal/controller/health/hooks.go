@@ -26,6 +26,9 @@ type hookOutcome struct {
 	running []string
 	// status is the hooks list that writeHookStatus applies; nil when nothing changed.
 	status []any
+	// terminal are the hooks whose run ended in this pass, for their Events: polled to
+	// Succeeded or Failed from another state, from no finishedAt, or after a re-arm.
+	terminal []v1alpha1.HookEntry
 }
 
 func (o hookOutcome) pendingTargets() []string {
@@ -107,6 +110,9 @@ func (h *HealthController) pollHooks(ctx context.Context, rel *v1alpha1.Release,
 			// request too many, never one too few (a missed one would stall the
 			// controller-manager until its resync).
 			out.finished++
+			if was.FinishedAt == nil || was.State != hk.State || rearmedAfterFinish(&was) {
+				out.terminal = append(out.terminal, *hk)
+			}
 			log.Info("hook finished", "hook", hk.Name, "state", poll.state, "message", poll.message, "rearmed", was.FinishedAt != nil)
 		} else {
 			hk.FinishedAt = nil

@@ -106,6 +106,8 @@ type healthStatus struct {
 	message string
 	// summary is written as it is; nil writes none.
 	summary *v1alpha1.HealthSummary
+	// cause is the error of a failed assessment (for its Event); nil otherwise.
+	cause error
 }
 
 // notConfigured is the status of a Release without spec.healthAssessment.
@@ -118,7 +120,7 @@ func notConfigured(*v1alpha1.Release) healthStatus {
 // healthSummary kept.
 func assessFailed(rel *v1alpha1.Release, err error) healthStatus {
 	return healthStatus{status: metav1.ConditionUnknown, reason: v1alpha1.ReasonUnknown,
-		message: "assessment failed: " + err.Error(), summary: rel.Status.HealthSummary.DeepCopy()}
+		message: assessFailedPrefix + err.Error(), summary: rel.Status.HealthSummary.DeepCopy(), cause: err}
 }
 
 // healthStatus derives the Healthy condition from the entries (CONTRACT §2, "Healthy
