@@ -261,7 +261,7 @@ func TestDefault(t *testing.T) {
 		want.add("", "extensions.convoy.kumodo.io", []string{"globalhealthrulesets", "healthrulesets"}, "get", "list", "watch")
 		want.add("", "", []string{"secrets"}, "get", "list", "watch")
 		want.add("", "events.k8s.io", []string{"events"}, "create", "patch") // Events on Releases and Clusters
-		want.add("", "*", []string{"*"}, "get") // the local-cluster reader, checked below
+		want.add("", "*", []string{"*"}, "get")                              // the local-cluster reader, checked below
 		want.add(namespace, "coordination.k8s.io", []string{"leases"}, "get", "create", "update")
 		want.add(namespace, "", []string{"events"}, "create", "patch")
 		want.add(namespace, "events.k8s.io", []string{"events"}, "create", "patch")
