@@ -298,6 +298,7 @@ func run(p cel.Program, act *evalActivation) (out ref.Val, err error) {
 		}
 	}()
 	act.remaining = CostLimit
+	act.prefixes.epoch++ // forget the parent maps of the previous evaluation
 	out, _, err = p.Eval(act)
 	return out, err
 }

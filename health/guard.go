@@ -112,6 +112,7 @@ var costExceeded = interpreter.EvalCancelledError{
 type evalActivation struct {
 	object    any
 	remaining uint64
+	prefixes  prefixCache
 }
 
 // ResolveName resolves the only variable, object.
@@ -183,7 +184,16 @@ func sat(a, b uint64) uint64 {
 // top, which makes a comprehension over 10,000 elements take a third of a second within
 // 4% of the budget; the guard replaces it.)
 func guardDecorator(overloads map[string]*functions.Overload, counting bool) interpreter.InterpretableDecoratorV2 {
+	slots := prefixSlots{}
 	return func(i interpreter.InterpretableV2) (interpreter.InterpretableV2, error) {
+		if fp, ok := i.(*fastPath); ok {
+			i = fp.orig // the planner added a qualifier to the path: build it again
+		}
+		if !counting {
+			if fp := newFastPath(i, slots); fp != nil {
+				return fp, nil
+			}
+		}
 		call, ok := i.(interpreter.InterpretableCall)
 		if !ok || unguarded[call.Function()] {
 			return countedNode(i, counting), nil
@@ -311,7 +321,9 @@ func (g *guardedCall) Exec(f *interpreter.ExecutionFrame) ref.Val {
 		if types.IsUnknownOrError(b) {
 			return b
 		}
-		charge(f, g.cost(f, a, b, nil))
+		if !(g.eq && isScalar(a) && isScalar(b)) { // comparing two numbers costs nothing
+			charge(f, g.cost(f, a, b, nil))
+		}
 		if g.eq {
 			if g.ne {
 				return types.Bool(types.Equal(a, b) != types.True)

@@ -185,7 +185,7 @@ func BenchmarkReleasePassUncached(b *testing.B) {
 }
 
 // TestSideBySide prints the table of make bench: each column on each Deployment in
-// one run, with its ratio to kstatus.Compute, then the per-pass cost of a 100-entry
+// one run (the fastest of three interleaved rounds), with its ratio to kstatus.Compute, then the per-pass cost of a 100-entry
 // Release. It asserts nothing about speed (the guide keeps speed goals in benchmarks);
 // it only runs with -side-by-side.
 func TestSideBySide(t *testing.T) {
@@ -195,15 +195,23 @@ func TestSideBySide(t *testing.T) {
 	fmt.Printf("%-20s %-16s %12s %10s %12s\n", "object", "implementation", "ns/op", "allocs/op", "vs kstatus")
 	for _, d := range deployments {
 		u := readObject(t, d.path)
-		var results []testing.BenchmarkResult
+		// Three rounds, the columns interleaved, keeping each column's fastest: on a
+		// shared machine a round can be slowed by other work, and the columns should
+		// meet the same conditions.
 		cols := columns(t)
-		for _, c := range cols {
-			results = append(results, testing.Benchmark(func(b *testing.B) {
-				b.ReportAllocs()
-				for b.Loop() {
-					c.run(u)
+		results := make([]testing.BenchmarkResult, len(cols))
+		for range 3 {
+			for i, c := range cols {
+				r := testing.Benchmark(func(b *testing.B) {
+					b.ReportAllocs()
+					for b.Loop() {
+						c.run(u)
+					}
+				})
+				if results[i].N == 0 || r.NsPerOp() < results[i].NsPerOp() {
+					results[i] = r
 				}
-			}))
+			}
 		}
 		ks := float64(results[1].NsPerOp())
 		for i, c := range cols {
