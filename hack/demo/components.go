@@ -23,7 +23,7 @@ const componentReadyTimeout = 60 * time.Second
 // raceReport is how the race detector starts a report.
 const raceReport = "WARNING: DATA RACE"
 
-// buildComponents builds convoy-api and convoy-observer from the repository at root
+// buildComponents builds convoy-api, convoy-observer and convoyctl from the repository at root
 // into binDir, as real binaries (the demo runs them as separate processes, like in a
 // cluster); with race, with the race detector.
 func buildComponents(ctx context.Context, root, binDir string, race bool) error {
@@ -34,7 +34,7 @@ func buildComponents(ctx context.Context, root, binDir string, race bool) error 
 	if race {
 		args = append(args, "-race")
 	}
-	args = append(args, "./cmd/convoy-api", "./cmd/convoy-observer")
+	args = append(args, "./cmd/convoy-api", "./cmd/convoy-observer", "./cmd/convoyctl")
 	var out bytes.Buffer
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = root

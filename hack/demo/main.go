@@ -151,6 +151,7 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 			api: &subresources.Client{BaseURL: comps.APIURL, HTTP: &http.Client{Timeout: 10 * time.Second}},
 		},
 		checks: []func() error{cluster.Check, comps.Check},
+		cli:    cliAccess{convoyctl: filepath.Join(binDir, "convoyctl"), kubeconfig: cluster.KubeconfigPath, apiURL: comps.APIURL},
 	}
 	s.m.onSync = func(n int, at string) {
 		disp.Event("sync request #%d from the observer (%s=%s)", n, "convoy.kumodo.io/sync-requested-at", at)
@@ -162,6 +163,9 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 	}
 	if o.race && runErr == nil {
 		runErr = comps.Races()
+	}
+	if runErr == nil {
+		runErr = showEvents(sctx, cluster.Client, rel.Namespace, rel.Name, out)
 	}
 	if runErr == nil {
 		report(logf, s, start)

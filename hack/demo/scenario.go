@@ -50,6 +50,8 @@ type scenario struct {
 	disp *display
 	// checks fail the scenario when a process of the demo stopped.
 	checks []func() error
+	// cli runs convoyctl release wait.
+	cli cliAccess
 
 	results         []stepResult
 	progressingSeen bool
@@ -123,6 +125,9 @@ func (s *scenario) run(ctx context.Context) error {
 		}
 	}
 	s.disp.Event("%s: every object Healthy and the hook Succeeded: Release Healthy", good.Ref)
+	if err := s.releaseWait(ctx, waitHealthy); err != nil {
+		return err
+	}
 
 	if err := s.rollout(ctx, bad); err != nil {
 		return err
@@ -137,7 +142,8 @@ func (s *scenario) run(ctx context.Context) error {
 		return fmt.Errorf("Deployment %s/%s turned Degraded at %s without being seen Progressing first", demoNamespace, deployName, bad.Ref)
 	}
 	s.disp.Event("%s: Deployment %s/%s Degraded after the deadline of %s: the Release is not Healthy", bad.Ref, demoNamespace, deployName, healthDeadline)
-	return nil
+	// A pipeline waiting for r2 fails at once, naming the Degraded Deployment.
+	return s.releaseWait(ctx, waitDegraded)
 }
 
 // rollout starts the rollout of r.
