@@ -16,6 +16,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/kumodo/convoy-observer/health"
+	"github.com/kumodo/convoy-observer/internal/inventory"
 	"github.com/kumodo/convoy-observer/internal/subresources"
 )
 
@@ -113,8 +115,9 @@ func newReleaseCommand(env *cliEnv) *cobra.Command {
 // [--context C] [--api-url URL [--api-ca-file F]]`.
 func newReleaseStatusCommand(env *cliEnv) *cobra.Command {
 	f := &releaseAPIFlags{}
-	var watch bool
+	var watch, explainFlag bool
 	var interval time.Duration
+	var output string
 	cmd := &cobra.Command{
 		Use:   "status NAME [-n NAMESPACE] [--kubeconfig F] [--context C] [--api-url URL] [--watch [--interval D]]",
 		Short: "Show the health of a Release's objects and hooks",
@@ -134,6 +137,14 @@ status.lastAttempted (renderCurrent) and the counts by state. Entries are sorted
 RENDER is the render that applied the object, with the render the state was assessed at
 when that differs. Empty fields show as -.
 
+-o json prints the HealthResult as JSON instead; with --explain, each entry that is not
+Healthy gets "decidedBy": the rule that decided it (rule set kind, namespace, name, rule
+index) and the cause: RuleFailed (Progressing), DeadlinePassed (a failing rule, Degraded
+once the deadline passed) or EvaluationError (Unknown). --explain re-evaluates the
+Release's rules against the live objects on demand, with the kubeconfig's access to the
+Release, its rule sets, its Cluster (and kubeconfig Secret) and the target objects; the
+table output then ends with the same explanations.
+
 --watch reads the health again every --interval and prints it whenever it changes (on a
 terminal it redraws the screen) until interrupted; a failed read is reported and retried.
 
@@ -141,7 +152,10 @@ Exit status: 0 on success, 1 when the request fails (the Release does not exist,
 is denied, nothing answers, the kubeconfig is unusable), 2 on a usage error.`,
 		Args: exactlyOneName,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			fetch, _, err := f.fetcher(args[0])
+			if output != "table" && output != "json" {
+				return usageError(fmt.Errorf("invalid --output %q: want table or json", output))
+			}
+			fetch, namespace, err := f.fetcher(args[0])
 			if err != nil {
 				return err
 			}
@@ -159,7 +173,22 @@ is denied, nothing answers, the kubeconfig is unusable), 2 on a usage error.`,
 			if err != nil {
 				return err
 			}
-			if err := printReleaseStatus(env.stdout, h); err != nil {
+			var decided map[inventory.Key]*health.Decider
+			if explainFlag {
+				cfg, err := f.managementConfig()
+				if err != nil {
+					return &exitError{code: exitEndpointError, err: err}
+				}
+				if decided, err = explain(ctx, cfg, namespace, args[0], h); err != nil {
+					return &exitError{code: exitEndpointError, err: fmt.Errorf("explaining release %s/%s: %w", namespace, args[0], err)}
+				}
+			}
+			if output == "json" {
+				err = printJSON(env.stdout, h, decided)
+			} else if err = printReleaseStatus(env.stdout, h); err == nil && explainFlag {
+				printExplanations(env.stdout, h, decided)
+			}
+			if err != nil {
 				return &exitError{code: exitEndpointError, err: fmt.Errorf("writing the output: %w", err)}
 			}
 			return nil
@@ -168,6 +197,8 @@ is denied, nothing answers, the kubeconfig is unusable), 2 on a usage error.`,
 	f.add(cmd.Flags())
 	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "print the status again whenever it changes, until interrupted")
 	cmd.Flags().DurationVar(&interval, "interval", defaultPollInterval, "with --watch, time between two reads")
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table or json")
+	cmd.Flags().BoolVar(&explainFlag, "explain", false, "say which rule decided each entry that is not Healthy (re-evaluates the rules now)")
 	return cmd
 }
 

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
+	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
+	"github.com/kumodo/convoy-observer/health"
+)
+
+// TestReleaseStatusExplain: -o json --explain names, for each entry that is not Healthy,
+// the rule that decided it and why, re-evaluated against the live objects.
+func TestReleaseStatusExplain(t *testing.T) {
+	env := controlPlane(t)
+	url := apiServer(t, env)
+	kc, err := env.AdminKubeconfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := writeFile(t, "kubeconfig", string(kc))
+	ctx := context.Background()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(env.Client.Create(ctx, &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "explained", Namespace: "default"}}))
+	must(env.Client.Create(ctx, &extv1alpha1.HealthRuleSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "explain-rules", Namespace: "default", Labels: map[string]string{"explain": "yes"}},
+		Spec: extv1alpha1.HealthRuleSetSpec{Rules: []extv1alpha1.RuleSpec{
+			{APIVersion: "v1", Resources: []string{"secrets"}, RuleExpression: "true"},
+			{APIVersion: "v1", Resources: []string{"configmaps"}, RuleExpression: "object.data.ready == 'true'"},
+		}},
+	}))
+	for name, ready := range map[string]string{"cm-degraded": "false", "cm-progressing": "false", "cm-ok": "true"} {
+		must(env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}, Data: map[string]string{"ready": ready}}))
+	}
+	must(env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cm-broken", Namespace: "default"}}))
+	rel := &v1alpha1.Release{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "explained"},
+		Spec: v1alpha1.ReleaseSpec{ClusterRef: v1alpha1.ClusterReference{Name: "explained"},
+			HealthAssessment: &v1alpha1.HealthAssessment{LocalRuleSetSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"explain": "yes"}}}},
+	}
+	must(env.Client.Create(ctx, rel))
+	rel.Status.LastAttempted = &v1alpha1.AttemptStatus{RenderRef: "r1"}
+	must(env.Client.Status().Update(ctx, rel))
+	r := &testRelease{t: t, env: env, name: "explained"}
+	var recorded, assessed []any
+	for name, state := range map[string]string{"cm-degraded": "Degraded", "cm-progressing": "Progressing", "cm-ok": "Healthy", "cm-broken": "Unknown"} {
+		recorded = append(recorded, map[string]any{"group": "", "kind": "ConfigMap", "namespace": "default", "name": name,
+			"version": "v1", "resource": "configmaps", "wave": int64(0), "renderRef": "r1"})
+		assessed = append(assessed, map[string]any{"group": "", "kind": "ConfigMap", "namespace": "default", "name": name,
+			"state": state, "assessedRenderRef": "r1"})
+	}
+	r.apply(cmManager, recorded)
+	r.apply(invManager, assessed)
+
+	code, stdout, stderr := runCLI("release", "status", "explained", "-n", "default", "--api-url", url, "--kubeconfig", kubeconfig, "-o", "json", "--explain")
+	if code != exitOK {
+		t.Fatalf("exit %d; stderr: %s", code, stderr)
+	}
+	var doc struct {
+		Entries []struct {
+			Name      string          `json:"name"`
+			DecidedBy *health.Decider `json:"decidedBy"`
+		} `json:"entries"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &doc); err != nil {
+		t.Fatalf("%v:\n%s", err, stdout)
+	}
+	want := map[string]string{
+		"cm-degraded":    "HealthRuleSet default/explain-rules 1 DeadlinePassed",
+		"cm-progressing": "HealthRuleSet default/explain-rules 1 RuleFailed",
+		"cm-broken":      "HealthRuleSet default/explain-rules 1 EvaluationError",
+		"cm-ok":          "-",
+	}
+	for _, e := range doc.Entries {
+		got := "-"
+		if d := e.DecidedBy; d != nil {
+			got = d.Kind + " " + d.Namespace + "/" + d.Name + " " + string(rune('0'+d.Rule)) + " " + string(d.Cause)
+		}
+		if got != want[e.Name] {
+			t.Errorf("%s: decidedBy %s, want %s", e.Name, got, want[e.Name])
+		}
+	}
+	if len(doc.Entries) != len(want) {
+		t.Errorf("%d entries, want %d:\n%s", len(doc.Entries), len(want), stdout)
+	}
+	// Without --explain, decidedBy is null; the table output ends with the explanations.
+	if _, stdout, _ := runCLI("release", "status", "explained", "-n", "default", "--api-url", url, "-o", "json"); strings.Contains(stdout, `"kind": "HealthRuleSet"`) {
+		t.Errorf("decidedBy without --explain:\n%s", stdout)
+	}
+	if _, stdout, _ := runCLI("release", "status", "explained", "-n", "default", "--api-url", url, "--kubeconfig", kubeconfig, "--explain"); !strings.Contains(stdout, "ConfigMap default/cm-degraded: rule 1 of HealthRuleSet/default/explain-rules (DeadlinePassed)") {
+		t.Errorf("table with --explain:\n%s", stdout)
+	}
+}
