@@ -27,7 +27,8 @@ const (
 // TestDemoOnce runs `demo --once` (make demo ARGS=--once) and checks that it reached
 // every expected state — every object Healthy after the good render, the hook
 // Succeeded, a sync request for each wave and the hook, the bad Deployment Progressing
-// then Degraded — and that no process nor state outlives it.
+// then Degraded, convoyctl release wait exiting 0 then 3, the Release's Events — and
+// that no process nor state outlives it.
 func TestDemoOnce(t *testing.T) {
 	env := setup(t)
 	r := env.start(t, "--once", "--timeout="+demoTimeout.String())
@@ -47,6 +48,14 @@ func TestDemoOnce(t *testing.T) {
 		regexp.MustCompile(`Deployment +demo +web +Progressing +r2 `),
 		regexp.MustCompile(`Deployment +demo +web +Degraded +r2 `),
 		regexp.MustCompile(`final state: Healthy=False \(Degraded\); 5 entries: 4 Healthy, 0 Progressing, 1 Degraded, 0 Unknown`),
+		// convoyctl release wait, as a pipeline runs it: Healthy at r1, Degraded at once at r2.
+		regexp.MustCompile(`release demo/demo is Healthy: 5/5 healthy`),
+		regexp.MustCompile(`convoyctl release wait exited 0`),
+		regexp.MustCompile(`convoyctl release wait exited 3`),
+		// The Release's Events, as kubectl describe shows them.
+		regexp.MustCompile(`Normal +HookSucceeded +\S+ +convoy-observer +hook db-migrate \(Job demo/db-migrate\) succeeded`),
+		regexp.MustCompile(`Normal +Healthy +\S+ +convoy-observer +5/5 healthy`),
+		regexp.MustCompile(`Warning +Degraded +\S+ +convoy-observer +4/5 healthy; 1 Degraded: Deployment demo/web`),
 	} {
 		if !want.MatchString(out) {
 			t.Errorf("the output lacks %q", want)

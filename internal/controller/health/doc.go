@@ -9,7 +9,9 @@
 // shard gate, deletion, hooks, health, wake the controller, next pass. The files follow
 // the concerns: controller.go (wiring and syncHandler), assess.go (assess and its
 // steps), writes.go (the two Server-Side Apply writes and the Healthy condition),
-// hooks.go (hook polling), wake.go (edges and /sync), recheck.go (re-check backoff).
+// hooks.go (hook polling), wake.go (edges and /sync), recheck.go (re-check backoff),
+// events.go (Kubernetes Events on the edges of the Healthy condition, finished hooks and
+// unreachable clusters, recorded by commit after the writes).
 //
 // Why the inventory and not the render: an object gets an assessment as soon as the
 // controller-manager records it after the apply of its wave, and the anchors

@@ -21,7 +21,6 @@ import (
 // Reasons of the Kubernetes Events (events.k8s.io/v1) that the health loop records. They
 // are recorded on edges only, never once per steady pass (docs/operations.md, "Events").
 const (
-	// On the Release.
 	EventHealthy            = "Healthy"            // Normal: Healthy again, or Healthy at a new render
 	EventProgressing        = "Progressing"        // Normal: was Healthy, now Progressing
 	EventDegraded           = "Degraded"           // Warning: an entry turned Degraded

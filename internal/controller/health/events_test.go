@@ -3,6 +3,7 @@ package health
 import (
 	"context"
 	"fmt"
+	"os"
 	"sort"
 	"strings"
 	"testing"
@@ -190,4 +191,17 @@ func TestClusterEventsAreBounded(t *testing.T) {
 	f.pass()
 	f.expectCondition(metav1.ConditionTrue, v1alpha1.ReasonHealthy)
 	eventually(t, "ClusterReachable", func() bool { _, c := count(EventClusterReachable); return c == 1 })
+}
+
+// TestEventReasonsDocumented: docs/operations.md lists every Event reason in its table.
+func TestEventReasonsDocumented(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile("../../../docs/operations.md")
+	must(t, err)
+	for _, r := range []string{EventHealthy, EventProgressing, EventDegraded, EventUnknown, EventRulesInvalid,
+		EventAssessmentFailed, EventHookSucceeded, EventHookFailed, EventHookTimedOut, EventClusterUnreachable, EventClusterReachable} {
+		if !strings.Contains(string(doc), "| `"+r+"` |") {
+			t.Errorf("docs/operations.md has no row for the Event reason %s", r)
+		}
+	}
 }
