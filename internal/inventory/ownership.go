@@ -12,7 +12,7 @@ import (
 // IsObserverManager reports whether manager is one of the observer's field managers.
 func IsObserverManager(manager string) bool {
 	switch manager {
-	case FieldManagerInventory, FieldManagerHealth, FieldManagerHookStatus:
+	case FieldManagerInventory, FieldManagerHealth, FieldManagerHookStatus, FieldManagerSyncOwed:
 		return true
 	}
 	return false

@@ -2,6 +2,7 @@ package subresources_test
 
 import (
 	"context"
+	"flag"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -24,6 +25,12 @@ import (
 var env *testenv.Env
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if f := flag.Lookup("test.fuzz"); f != nil && f.Value.String() != "" {
+		// go test -run '^$' -fuzz FuzzParseReleasePath (make fuzz): the fuzz target needs
+		// no API server, and each fuzz worker process would start one.
+		os.Exit(m.Run())
+	}
 	env = testenv.MustStart()
 	code := m.Run()
 	env.Stop()

@@ -220,25 +220,40 @@ func (h *HealthController) syncHandler(ctx context.Context, key string) (_ base.
 
 // commit is the write half of a pass: the hooks' status, the entries' health and the
 // Healthy condition (hs nil: none, during deletion), then the sync request when the pass
-// has an edge. The edge is armed before the first write, so a pass that fails after
-// persisting a finished hook or a completed wave still sends the request on its retry,
-// although that retry no longer sees the edge. A cancelled context writes nothing.
+// has an edge or owes one. The debt is recorded in the inventory before the first write
+// of the edge's state and removed after the request succeeded (writeSyncOwed), so a
+// pass that fails, or a process that dies, after persisting a finished hook or a
+// completed wave still sends the request later, although the edge itself does not come
+// back. A cancelled context writes nothing.
 func (h *HealthController) commit(ctx context.Context, rel *v1alpha1.Release, inv passInventory, hooks hookOutcome, a *assessment, hs *healthStatus, e edges) error {
 	if err := ctx.Err(); err != nil {
 		return err // shutdown: what this pass computed from cut-off reads is not the truth
 	}
-	if e.any() {
-		h.armWake(base.KeyOf(rel))
+	key := base.KeyOf(rel)
+	if e.any() || inv.syncOwed() {
+		h.armWake(key)
 	}
 	prev := priorCondition(rel)
 	rv := inv.resourceVersion()
-	rv, err := h.writeHookStatus(ctx, inv.inv, rv, hooks)
+	var err error
+	// Record the debt when this pass persists the state of an edge: a completed wave or
+	// an advanced render always changes entries; a finished hook changes the hooks
+	// unless it is a re-poll in its arming second that found the same outcome.
+	persists := e.waveCompleted || e.renderAdvanced || (e.hooksFinished > 0 && hooks.status != nil)
+	recorded := inv.syncOwed()
+	if persists && inv.inv != nil && !recorded {
+		if rv, err = h.writeSyncOwed(ctx, inv.inv, rv, true); err != nil {
+			return h.writeFailed(ctx, "sync-owed", err)
+		}
+		recorded = true
+	}
+	rv, err = h.writeHookStatus(ctx, inv.inv, rv, hooks)
 	if err != nil {
 		return h.writeFailed(ctx, "hooks", err)
 	}
 	h.recordHookEvents(rel, hooks)
 	if a != nil {
-		if _, err := h.writeInventoryHealth(ctx, a, rv); err != nil {
+		if rv, err = h.writeInventoryHealth(ctx, a, rv); err != nil {
 			if tooLarge(err) && hs != nil {
 				// Retrying alone would hide why: say it in the condition too.
 				_ = h.writeHealth(ctx, rel, assessFailed(rel, fmt.Errorf("cannot record the health of %d entries: the ReleaseInventory exceeds the API server's size limit: %w", len(a.entries), err)))
@@ -252,7 +267,17 @@ func (h *HealthController) commit(ctx context.Context, rel *v1alpha1.Release, in
 		}
 		h.recordHealthEvents(ctx, rel, prev, *hs, a)
 	}
-	return h.wake(ctx, rel, e)
+	sent, err := h.wake(ctx, rel, e)
+	if err != nil {
+		return err
+	}
+	if sent && recorded {
+		if _, err := h.writeSyncOwed(ctx, inv.inv, rv, false); err != nil {
+			h.armWake(key) // paid, but the record stays: the retry pays again (at least once)
+			return h.writeFailed(ctx, "sync-owed", err)
+		}
+	}
+	return nil
 }
 
 // writeFailed returns the error of a failed write for the queue. A conflict with the

@@ -137,3 +137,18 @@ func TestRuleSetAndClusterChangesWakeTheLoop(t *testing.T) {
 		eventually(t, "Progressing after the global rule set changed", reason(f, v1alpha1.ReasonProgressing))
 	})
 }
+
+// TestEmptyInventoryNeedsNoCluster: a Release whose inventory has no entries is Healthy
+// with 0/0 healthy even when its Cluster is gone: there is nothing to read
+// (docs/operations.md, "The Healthy condition").
+func TestEmptyInventoryNeedsNoCluster(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.readyRelease(0, 0)
+	f.inventory()
+	must(t, env.Client.Delete(f.ctx, &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "target", Namespace: f.ns}}))
+	f.pass()
+	if c := f.expectCondition(metav1.ConditionTrue, v1alpha1.ReasonHealthy); c.Message != "0/0 healthy" {
+		t.Fatalf("message = %q", c.Message)
+	}
+}

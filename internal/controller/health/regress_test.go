@@ -15,6 +15,7 @@ import (
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
 	"github.com/kumodo/convoy-observer/internal/controller/base"
+	"github.com/kumodo/convoy-observer/internal/inventory"
 )
 
 func (f *fixture) deleteJob(name string) {
@@ -139,6 +140,50 @@ func TestCancelledPassWritesNothing(t *testing.T) {
 			_, err := f.h.syncHandler(ctx, f.key)
 			if !base.IsQuiet(err) {
 				t.Fatalf("a cancelled pass returned %v, want a quiet error", err)
+			}
+		})
+	}
+}
+
+// TestOwedSyncSurvivesRestart (found by test/faults, kill): an observer that dies after
+// persisting an edge's state (a completed wave, a finished hook) and before its sync
+// request succeeded leaves the debt in the inventory; the next process pays it, once,
+// and removes the record.
+func TestOwedSyncSurvivesRestart(t *testing.T) {
+	t.Parallel()
+	for _, edge := range []string{"wave", "hook"} {
+		t.Run(edge, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			if edge == "wave" {
+				f.readyRelease(0, 0)
+				f.configMap("a", "true")
+				f.inventory(cm("a", 0, ""))
+			} else {
+				f.release(nil, 0)
+				f.job("migrate", complete("done")...)
+				f.hooks(hook{name: "pre", kind: "Job", workload: "migrate", createdAt: t0.Add(-time.Minute)})
+			}
+			f.api.fail.Store(true) // the process dies before its request gets through
+			if _, err := f.h.syncHandler(f.ctx, f.key); err == nil {
+				t.Fatal("a failed sync request did not fail the pass")
+			}
+			if f.getInventory().Annotations[inventory.AnnotationSyncOwed] == "" {
+				t.Fatal("the owed sync request is not recorded in the inventory")
+			}
+			f.api.fail.Store(false)
+			f.h = f.newController() // a new process: nothing in memory
+			f.pass()
+			if n := f.api.syncs.Load(); n != 1 {
+				t.Fatalf("sync requests after the restart = %d, want 1", n)
+			}
+			inv := f.getInventory()
+			if _, ok := inv.Annotations[inventory.AnnotationSyncOwed]; ok {
+				t.Fatal("the paid sync request is still recorded")
+			}
+			f.pass()
+			if f.api.syncs.Load() != 1 || f.getInventory().ResourceVersion != inv.ResourceVersion {
+				t.Fatal("a steady pass after paying the debt sent a request or wrote the inventory")
 			}
 		})
 	}

@@ -41,41 +41,42 @@ func (h *HealthController) armWake(key string) {
 
 // wake sends one POST …/sync for rel when this pass has an edge, or when an earlier
 // pass armed one that was not sent (the edge itself does not come back). A failed
-// request fails the pass, so the work queue retries the key.
-func (h *HealthController) wake(ctx context.Context, rel *v1alpha1.Release, e edges) error {
+// request fails the pass, so the work queue retries the key. sent reports that the
+// debt is settled: the request succeeded, or there is nobody to wake (no Waker, the
+// Release is gone).
+func (h *HealthController) wake(ctx context.Context, rel *v1alpha1.Release, e edges) (sent bool, err error) {
 	key := base.KeyOf(rel)
 	h.mu.Lock()
 	retry := h.wakePending[key] && !e.any()
 	owed := e.any() || h.wakePending[key]
 	h.mu.Unlock()
 	if !owed {
-		return nil
+		return false, nil
 	}
 	log := h.logFrom(ctx).WithValues("waveCompleted", e.waveCompleted, "renderAdvanced", e.renderAdvanced, "hooksFinished", e.hooksFinished, "retry", retry)
 	if h.Waker == nil {
 		h.disarmWake(key)
 		log.Info("edge reached, but no --sync-url is set: the controller-manager is not woken")
-		return nil
+		return true, nil
 	}
-	err := h.Waker.RequestSync(ctx, rel.Namespace, rel.Name)
+	err = h.Waker.RequestSync(ctx, rel.Namespace, rel.Name)
 	if err != nil && releaseGone(err, rel.Name) {
 		// The Release is gone: nobody is left to wake, and a retry would never succeed.
 		h.disarmWake(key)
 		syncRequests.WithLabelValues("gone").Inc()
 		log.Info("the sync endpoint says the Release does not exist; not retrying", "error", err.Error())
-		return nil
+		return true, nil
 	}
-	if err != nil {
-		h.armWake(key)
+	if err != nil { // still armed: the next pass sends it again
 		if ctx.Err() == nil {
 			syncRequests.WithLabelValues("error").Inc()
 		}
-		return fmt.Errorf("waking the controller-manager: %w", err)
+		return false, fmt.Errorf("waking the controller-manager: %w", err)
 	}
 	syncRequests.WithLabelValues("ok").Inc()
 	h.disarmWake(key)
 	log.Info("woke the controller-manager")
-	return nil
+	return true, nil
 }
 
 func (h *HealthController) disarmWake(key string) {
