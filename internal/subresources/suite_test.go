@@ -2,8 +2,8 @@ package subresources_test
 
 import (
 	"context"
-	"flag"
 	"encoding/json"
+	"flag"
 	"io"
 	"net/http"
 	"net/http/httptest"
