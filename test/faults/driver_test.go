@@ -171,7 +171,9 @@ func (r *release) check(inv *v1alpha1.ReleaseInventory) {
 	}
 	for i := range inv.Hooks {
 		h := inv.Hooks[i]
-		if r.hookDone != nil && (h.State != r.hookDone.State || h.FinishedAt == nil || !h.FinishedAt.Equal(r.hookDone.FinishedAt)) &&
+		// The state and message must stay; finishedAt may move once to a later second
+		// when the hook finished in its arming second (it may have been re-armed).
+		if r.hookDone != nil && (h.State != r.hookDone.State || h.Message != r.hookDone.Message || h.FinishedAt == nil) &&
 			h.CreatedAt.Equal(r.hookDone.CreatedAt) {
 			r.violations = append(r.violations, fmt.Sprintf("%s: finished hook %s changed from %s to %s", r.key(), h.Name, r.hookDone.State, h.State))
 		}

@@ -1,15 +1,18 @@
 package health
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
+	"github.com/kumodo/convoy-observer/internal/controller/base"
 )
 
 // These tests close holes that a mutation pass found (issue #10): each fails when the
@@ -150,5 +153,110 @@ func TestEmptyInventoryNeedsNoCluster(t *testing.T) {
 	f.pass()
 	if c := f.expectCondition(metav1.ConditionTrue, v1alpha1.ReasonHealthy); c.Message != "0/0 healthy" {
 		t.Fatalf("message = %q", c.Message)
+	}
+}
+
+// TestObservedGenerationFollowsSpec: a spec change with the same health moves the
+// condition's observedGeneration (the steady-state skip compares it).
+func TestObservedGenerationFollowsSpec(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.readyRelease(0, 0)
+	f.configMap("a", "true")
+	f.inventory(cm("a", 0, ""))
+	f.pass()
+	rel := f.getRelease()
+	rel.Spec.SyncPolicy = &v1alpha1.SyncPolicy{Interval: &metav1.Duration{Duration: time.Minute}}
+	must(t, env.Client.Update(f.ctx, rel))
+	f.pass()
+	if c, gen := f.healthy(), f.getRelease().Generation; c.ObservedGeneration != gen || gen < 2 {
+		t.Fatalf("observedGeneration = %d, generation %d", c.ObservedGeneration, gen)
+	}
+}
+
+// TestTransitionTimeMovesOnlyOnStatusChange: lastTransitionTime stays while the status
+// stays (even when the reason changes) and moves to now when the status changes.
+func TestTransitionTimeMovesOnlyOnStatusChange(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.readyRelease(time.Minute, 0)
+	f.configMap("a", "true")
+	f.inventory(cm("a", 0, ""))
+	f.pass()
+	if c := f.healthy(); !c.LastTransitionTime.Time.Equal(t0) {
+		t.Fatalf("lastTransitionTime = %v, want %v", c.LastTransitionTime, t0)
+	}
+	f.clock.Step(time.Minute)
+	f.configMap("a", "false")
+	f.pass()
+	moved := t0.Add(time.Minute)
+	if c := f.expectCondition(metav1.ConditionFalse, v1alpha1.ReasonProgressing); !c.LastTransitionTime.Time.Equal(moved) {
+		t.Fatalf("lastTransitionTime after True→False = %v, want %v", c.LastTransitionTime, moved)
+	}
+	f.clock.Step(2 * time.Minute) // past the deadline: Degraded, still False
+	f.pass()
+	if c := f.expectCondition(metav1.ConditionFalse, v1alpha1.ReasonDegraded); !c.LastTransitionTime.Time.Equal(moved) {
+		t.Fatalf("lastTransitionTime moved on a reason change: %v", c.LastTransitionTime)
+	}
+}
+
+// TestConditionMessageIsOneLine: a multi-line rule message is kept in the entry but the
+// condition's message is one line.
+func TestConditionMessageIsOneLine(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.readyRelease(0, 0)
+	f.configMap("a", "first\nsecond")
+	f.inventory(cm("a", 0, ""))
+	f.pass()
+	c := f.expectCondition(metav1.ConditionFalse, v1alpha1.ReasonProgressing)
+	if strings.Contains(c.Message, "\n") || !strings.Contains(c.Message, "ready=first second") {
+		t.Fatalf("condition message = %q", c.Message)
+	}
+	f.expectEntry("a", v1alpha1.StateProgressing, "ready=first\nsecond")
+}
+
+// TestDroppedHookVanishes: a hook that the controller-manager no longer records vanishes
+// after the next pass, although nothing else about the hooks changed.
+func TestDroppedHookVanishes(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.release(nil, 0)
+	f.hooks(hook{name: "a", kind: "Job", workload: "none-a", createdAt: t0.Add(-time.Minute)},
+		hook{name: "b", kind: "Job", workload: "none-b", createdAt: t0.Add(-time.Minute)})
+	f.pass()
+	f.expectHook("b", v1alpha1.HookFailed, "workload not found")
+	f.hooks(hook{name: "a", kind: "Job", workload: "none-a", createdAt: t0.Add(-time.Minute)})
+	f.pass()
+	if hs := f.getInventory().Hooks; len(hs) != 1 || hs[0].Name != "a" {
+		t.Fatalf("hooks = %+v, want only a", hs)
+	}
+}
+
+// staleReleaseReader serves a Release that was deleted meanwhile, as a lagging cache.
+type staleReleaseReader struct {
+	client.Reader
+	rel *v1alpha1.Release
+}
+
+func (r staleReleaseReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if rel, ok := obj.(*v1alpha1.Release); ok {
+		r.rel.DeepCopyInto(rel)
+		return nil
+	}
+	return r.Reader.Get(ctx, key, obj, opts...)
+}
+
+// TestReleaseDeletedMidPassIsQuiet: a Release deleted after the cache served it makes
+// the status write fail with NotFound: an expected race, a quiet retry.
+func TestReleaseDeletedMidPassIsQuiet(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.release(nil, 0)
+	stale := f.getRelease()
+	must(t, env.Client.Delete(f.ctx, stale))
+	f.h.Reader = staleReleaseReader{Reader: env.Client, rel: stale}
+	if _, err := f.h.syncHandler(f.ctx, f.key); !base.IsQuiet(err) {
+		t.Fatalf("pass = %v, want a quiet error", err)
 	}
 }

@@ -103,7 +103,10 @@ func (h *HealthController) pollHooks(ctx context.Context, rel *v1alpha1.Release,
 		}
 		hk.State, hk.Message = poll.state, health.TruncateMessage(poll.message)
 		if poll.state.IsTerminal() {
-			t := metav1.NewTime(now.UTC().Truncate(time.Second))
+			// The time of the observation, not of the pass's start: a workload that
+			// finished during the read must not get a finishedAt before it finished
+			// (and in its arming second, which would make it look re-armed).
+			t := metav1.NewTime(h.Clock.Now().UTC().Truncate(time.Second))
 			hk.FinishedAt = &t
 			// A polled hook that is terminal is an edge: it had not finished, or it was
 			// re-armed. In the ambiguous same-second case this may send one sync
