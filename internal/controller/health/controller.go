@@ -371,6 +371,7 @@ func (h *HealthController) shardOf(rel *v1alpha1.Release, cluster *v1alpha1.Clus
 // forget drops the in-memory state of key.
 func (h *HealthController) forget(key string) {
 	h.untrackTargets(key)
+	h.events.forget(key)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	delete(h.attempts, key)

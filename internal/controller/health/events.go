@@ -61,6 +61,7 @@ const maxEventNote = 1000
 type eventState struct {
 	mu      sync.Mutex
 	down    map[string]bool                    // Cluster namespace/name → ClusterUnreachable recorded
+	kinds   map[string]string                  // Release key → conditionKind of its last recorded edge
 	buckets map[string]flowcontrol.RateLimiter // Cluster namespace/name → bucket of Release Events
 }
 
@@ -77,6 +78,30 @@ func (s *eventState) bucket(key string) flowcontrol.RateLimiter {
 		s.buckets[key] = b
 	}
 	return b
+}
+
+// sameKind records kind as the latest condition kind of the Release key and reports
+// whether it already was: a pass that reads the Release from a cache that has not yet
+// caught up with this loop's own condition write sees the old condition again, and must
+// not record the same edge twice.
+func (s *eventState) sameKind(key, kind string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.kinds == nil {
+		s.kinds = map[string]string{}
+	}
+	if s.kinds[key] == kind {
+		return true
+	}
+	s.kinds[key] = kind
+	return false
+}
+
+// forget drops what is remembered of the Release key.
+func (s *eventState) forget(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.kinds, key)
 }
 
 // markDown records the cluster as down; true when it was not (an edge).
@@ -144,7 +169,7 @@ func (h *HealthController) recordHealthEvents(ctx context.Context, rel *v1alpha1
 		prevKind = conditionKind(prev.Reason, prev.Message)
 	}
 	kind := conditionKind(hs.reason, hs.message)
-	if kind == prevKind {
+	if kind == prevKind || h.events.sameKind(base.KeyOf(rel), kind) {
 		return
 	}
 	eventType, reason := corev1.EventTypeWarning, ""

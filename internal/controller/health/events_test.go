@@ -84,6 +84,14 @@ func TestEventsOnHealthEdges(t *testing.T) {
 	f.pass()
 	f.pass() // steady: nothing new
 	f.expectEvents("Release", f.rel, "Healthy: 2/2 healthy")
+	// A pass that reads the Release from a cache that lags behind the loop's own write
+	// sees the old condition again: the same edge is not recorded twice.
+	stale := f.getRelease()
+	stale.Status.Conditions[0].Reason, stale.Status.Conditions[0].Message = v1alpha1.ReasonProgressing, "1/2 healthy"
+	must(t, f.h.writeHealth(f.ctx, stale, healthStatus{status: metav1.ConditionFalse, reason: v1alpha1.ReasonProgressing, message: "1/2 healthy"}))
+	f.pass()
+	time.Sleep(500 * time.Millisecond)
+	f.expectEvents("Release", f.rel, "Healthy: 2/2 healthy")
 
 	f.configMap("a", "false")
 	f.pass()
