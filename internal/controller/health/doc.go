@@ -11,7 +11,10 @@
 // steps), writes.go (the two Server-Side Apply writes and the Healthy condition),
 // hooks.go (hook polling), wake.go (edges and /sync), recheck.go (re-check backoff),
 // events.go (Kubernetes Events on the edges of the Healthy condition, finished hooks and
-// unreachable clusters, recorded by commit after the writes).
+// unreachable clusters, recorded by commit after the writes), targets.go (which target
+// objects each Release reads: the cluster cache watches their types, and a change of one
+// of them queues exactly the Releases that record it; the re-check backoff stays as the
+// safety net).
 //
 // Why the inventory and not the render: an object gets an assessment as soon as the
 // controller-manager records it after the apply of its wave, and the anchors
