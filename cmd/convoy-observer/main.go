@@ -48,6 +48,7 @@ func main() {
 	fs.IntVar(&o.TargetNamespaceThreshold, "target-watch-namespace-threshold", 16, "a resource type recorded in more namespaces of one target is watched with one informer for all namespaces instead of one per namespace")
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", "0", "address of the metrics endpoint (\"0\" disables it)")
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz (\"0\" disables it)")
+	fs.StringVar(&o.PprofAddr, "pprof-bind-address", "0", "address of net/http/pprof, for profiling (\"0\" disables it)")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", false, "elect a leader among the replicas of the same shards (a Lease named convoy-observer-shard-default, or convoy-observer-shard-<shards>-<hash>)")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the Lease (default: the pod's namespace)")
 	fs.DurationVar(&o.TargetTimeout, "target-timeout", 10*time.Second, "timeout of each request to a target cluster")

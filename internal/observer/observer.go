@@ -63,6 +63,8 @@ type Options struct {
 	TargetNamespaceThreshold int
 	// MetricsAddr and ProbeAddr are the listen addresses; "0" disables them.
 	MetricsAddr, ProbeAddr string
+	// PprofAddr serves net/http/pprof (profiles of a slow converge); "" or "0" disables it.
+	PprofAddr string
 	// LeaderElect makes the replicas of the same shards elect a leader with a Lease.
 	LeaderElect bool
 	// LeaderElectionNamespace holds the Lease (default: the pod's namespace).
@@ -129,6 +131,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, *ba
 		Scheme:                        scheme.New(),
 		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr},
 		HealthProbeBindAddress:        o.ProbeAddr,
+		PprofBindAddress:              o.PprofAddr,
 		LeaderElection:                o.LeaderElect,
 		LeaderElectionID:              LeaseName(gate.Shards()),
 		LeaderElectionNamespace:       o.LeaderElectionNamespace,
