@@ -6,7 +6,7 @@ SHELL := /usr/bin/env bash
 # kube-scheduler, kwok), built from the Go module proxy and cached per version.
 CONTROLPLANE = hack/controlplane.sh path
 
-.PHONY: all build test test-faults fuzz e2e generate vet demo controlplane bench bench-scale
+.PHONY: all build test test-faults fuzz e2e generate vet demo controlplane bench bench-scale bench-api
 
 all: build
 
@@ -46,6 +46,12 @@ fuzz:
 	assets="$$($(CONTROLPLANE))"; export KUBEBUILDER_ASSETS="$$assets"; \
 	for t in FuzzReadOwnership FuzzTimeAdmission FuzzHookTimeout; do go test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) -parallel 1 ./internal/inventory/; done; \
 	go test -run '^$$' -fuzz '^FuzzParseReleasePath$$' -fuzztime $(FUZZTIME) -parallel 1 ./internal/subresources/
+
+## bench-api: requests per second and p50/p99 latency of /health and /sync through the
+## kube-apiserver's aggregator to convoy-api, at 1,000 Releases (real kube-apiserver, etcd
+## and convoy-api; 16 requests at a time).
+bench-api:
+	assets="$$($(CONTROLPLANE))"; KUBEBUILDER_ASSETS="$$assets" go test -count=1 -run '^$$' -bench ThroughAggregator -benchtime 3000x ./internal/subresources/apiserver/ 2>/dev/null | grep -e Benchmark -e '^ok' -e FAIL
 
 ## e2e: only the end-to-end tests (test/e2e: the demo scenario, run with --once); make test runs them too.
 e2e:

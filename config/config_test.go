@@ -25,6 +25,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/pflag"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -35,6 +36,8 @@ import (
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
+
+	"github.com/kumodo/convoy-observer/internal/subresources/apiserver"
 )
 
 var updateRules = flag.Bool("update-rules", false, "copy health/convoy-defaults.yaml to config/rules/convoy-defaults.yaml")
@@ -182,6 +185,8 @@ func TestDefault(t *testing.T) {
 		objs.get(t, "Namespace", "", namespace)
 		for _, o := range objs {
 			switch {
+			case o.kind == "RoleBinding" && o.namespace == "kube-system" && o.name == "convoy-api-auth-reader":
+				// the one object in kube-system (config/rbac-kube-system)
 			case clusterScoped[o.kind] && o.namespace != "":
 				t.Errorf("%s is cluster-scoped but rendered with namespace %q", o, o.namespace)
 			case !clusterScoped[o.kind] && o.namespace != namespace:
@@ -265,6 +270,7 @@ func TestDefault(t *testing.T) {
 		want.add(namespace, "coordination.k8s.io", []string{"leases"}, "get", "create", "update")
 		want.add(namespace, "", []string{"events"}, "create", "patch")
 		want.add(namespace, "events.k8s.io", []string{"events"}, "create", "patch")
+		want.add("", "subresources.convoy.kumodo.io", []string{"releases/sync"}, "create") // wake-ups
 		got.mustEqual(t, want)
 
 		// Spelled out, though mustEqual implies them.
@@ -305,9 +311,20 @@ func TestDefault(t *testing.T) {
 	t.Run("api RBAC", func(t *testing.T) {
 		got := grantsOf(t, objs, namespace, "convoy-api")
 		want := grantSet{}
-		want.add("", "convoy.kumodo.io", []string{"releases"}, "get", "patch")
-		want.add("", "convoy.kumodo.io", []string{"releaseinventories"}, "get")
+		want.add("", "convoy.kumodo.io", []string{"releases"}, "get", "list", "watch", "patch")
+		want.add("", "convoy.kumodo.io", []string{"releaseinventories"}, "get", "list", "watch")
+		// Delegated authentication and authorization (built-in roles).
+		want.add("", "authentication.k8s.io", []string{"tokenreviews"}, "create")
+		want.add("", "authorization.k8s.io", []string{"subjectaccessreviews"}, "create")
+		want.add("kube-system", "", []string{"configmaps/extension-apiserver-authentication"}, "get", "list", "watch")
 		got.mustEqual(t, want)
+
+		// The subject of the kube-system RoleBinding follows the install namespace.
+		var rb rbacv1.RoleBinding
+		objs.get(t, "RoleBinding", "kube-system", "convoy-api-auth-reader").decode(t, &rb)
+		if len(rb.Subjects) != 1 || rb.Subjects[0].Namespace != namespace {
+			t.Errorf("RoleBinding kube-system/convoy-api-auth-reader subjects = %+v, want the ServiceAccount in %s", rb.Subjects, namespace)
+		}
 	})
 
 	t.Run("user roles", func(t *testing.T) {
@@ -341,21 +358,12 @@ func TestDefault(t *testing.T) {
 		}
 		checkProbes(t, c, args["health-probe-bind-address"], corev1.URISchemeHTTP, "/healthz", "/readyz")
 
-		// --sync-url names convoy-api's Service and port, over https, with a host that
-		// the serving certificate covers; the CA comes from SSL_CERT_FILE.
-		var svc corev1.Service
-		objs.get(t, "Service", namespace, "convoy-api").decode(t, &svc)
-		wantURL := fmt.Sprintf("https://%s.%s.svc:%d", svc.Name, svc.Namespace, svc.Spec.Ports[0].Port)
-		if args["sync-url"] != wantURL {
-			t.Errorf("--sync-url = %q, want %q", args["sync-url"], wantURL)
+		// Wake-ups go through the kube-apiserver (the APIService): no direct URL, no CA.
+		if _, ok := args["sync-url"]; ok {
+			t.Errorf("--sync-url = %q: the observer should wake through the kube-apiserver", args["sync-url"])
 		}
-		cert := certificate(t, objs, "convoy-api-serving")
-		if host := fmt.Sprintf("%s.%s.svc", svc.Name, svc.Namespace); !slices.Contains(cert.dnsNames, host) {
-			t.Errorf("Certificate convoy-api-serving dnsNames %v lack %s", cert.dnsNames, host)
-		}
-		caFile := envValue(c, "SSL_CERT_FILE")
-		if path := secretFile(t, d, c, cert.secretName, "ca.crt"); caFile == "" || caFile != path {
-			t.Errorf("SSL_CERT_FILE = %q, want the mounted ca.crt of Secret %s (%q)", caFile, cert.secretName, path)
+		if _, ok := args["disable-sync"]; ok {
+			t.Error("--disable-sync is set")
 		}
 
 		var pdb policyv1.PodDisruptionBudget
@@ -374,7 +382,13 @@ func TestDefault(t *testing.T) {
 		if got, want := args["tls-private-key-file"], secretFile(t, d, c, cert.secretName, "tls.key"); got != want {
 			t.Errorf("--tls-private-key-file = %q, want %q (Secret %s)", got, want, cert.secretName)
 		}
-		port := checkProbes(t, c, args["bind-address"], corev1.URISchemeHTTPS, "/healthz", "/healthz")
+		if _, ok := args["bind-address"]; ok {
+			t.Errorf("--bind-address = %q: convoy-api should listen on every address of the pod", args["bind-address"])
+		}
+		port := checkProbes(t, c, ":"+args["secure-port"], corev1.URISchemeHTTPS, "/livez", "/readyz")
+		if _, ok := args["kubeconfig"]; ok {
+			t.Error("--kubeconfig is set: in the cluster, convoy-api uses its ServiceAccount")
+		}
 
 		var svc corev1.Service
 		objs.get(t, "Service", namespace, "convoy-api").decode(t, &svc)
@@ -611,6 +625,18 @@ func (s grantSet) mustEqual(t *testing.T, want grantSet) {
 	}
 }
 
+// builtinRoles are the rules of the Kubernetes bootstrap roles that the manifests bind,
+// by kind/namespace/name: they are not rendered.
+var builtinRoles = map[string][]rbacv1.PolicyRule{
+	"ClusterRole//system:auth-delegator": {
+		{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
+		{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
+	},
+	"Role/kube-system/extension-apiserver-authentication-reader": {
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{"extension-apiserver-authentication"}, Verbs: []string{"get", "list", "watch"}},
+	},
+}
+
 // grantsOf collects what the rendered bindings grant the ServiceAccount namespace/name.
 // Every roleRef must resolve to a rendered role; resourceNames are not used.
 func grantsOf(t *testing.T, objs objects, saNamespace, saName string) grantSet {
@@ -627,8 +653,11 @@ func grantsOf(t *testing.T, objs objects, saNamespace, saName string) grantSet {
 	objs.get(t, "ServiceAccount", saNamespace, saName)
 	addRules := func(scope string, rules []rbacv1.PolicyRule, role string) {
 		for _, r := range rules {
-			if len(r.ResourceNames) > 0 || len(r.NonResourceURLs) > 0 {
-				t.Errorf("%s: rule %+v uses resourceNames or nonResourceURLs", role, r)
+			if len(r.NonResourceURLs) > 0 || len(r.ResourceNames) > 1 || len(r.ResourceNames) == 1 && len(r.Resources) != 1 {
+				t.Errorf("%s: rule %+v uses nonResourceURLs or several resourceNames", role, r)
+			}
+			if len(r.ResourceNames) == 1 { // counted as the grant on resource/name
+				r.Resources = []string{r.Resources[0] + "/" + r.ResourceNames[0]}
 			}
 			for _, g := range r.APIGroups {
 				out.add(scope, g, r.Resources, r.Verbs...)
@@ -636,6 +665,9 @@ func grantsOf(t *testing.T, objs objects, saNamespace, saName string) grantSet {
 		}
 	}
 	roleRules := func(kind, ns, name string) []rbacv1.PolicyRule {
+		if rules, ok := builtinRoles[kind+"/"+ns+"/"+name]; ok {
+			return rules
+		}
 		var role rbacv1.ClusterRole // Role has the same shape (rules)
 		objs.get(t, kind, ns, name).decode(t, &role)
 		return role.Rules
@@ -882,13 +914,25 @@ func observerFlags(t *testing.T) *flag.FlagSet {
 	return fs
 }
 
-// apiFlags mirrors the flags of cmd/convoy-api.
+// apiFlags mirrors the flags of cmd/convoy-api: the options of
+// internal/subresources/apiserver (k8s.io/apiserver's serving, authentication and
+// authorization flags) and --v.
 func apiFlags(t *testing.T) *flag.FlagSet {
 	t.Helper()
-	fs, _ := sourceFlags(t, "../cmd/convoy-api")
-	for _, want := range []string{"kubeconfig", "bind-address", "tls-cert-file", "tls-private-key-file"} {
+	pfs := pflag.NewFlagSet("convoy-api", pflag.ContinueOnError)
+	apiserver.NewOptions().AddFlags(pfs)
+	fs := flag.NewFlagSet("convoy-api", flag.ContinueOnError)
+	pfs.VisitAll(func(f *pflag.Flag) {
+		if f.Value.Type() == "bool" {
+			fs.Bool(f.Name, false, f.Usage)
+		} else {
+			fs.String(f.Name, "", f.Usage)
+		}
+	})
+	fs.Int("v", 0, "log verbosity")
+	for _, want := range []string{"kubeconfig", "secure-port", "tls-cert-file", "tls-private-key-file", "authentication-kubeconfig", "authorization-kubeconfig"} {
 		if fs.Lookup(want) == nil {
-			t.Fatalf("found no --%s in cmd/convoy-api: the source scan is broken", want)
+			t.Fatalf("convoy-api has no --%s", want)
 		}
 	}
 	return fs

@@ -1,17 +1,20 @@
-// Command convoy-api serves the Release subresources of convoy-observer:
+// Command convoy-api serves the Release subresources of convoy-observer as an aggregated
+// API server on k8s.io/apiserver (package internal/subresources/apiserver):
 //
 //	POST /apis/subresources.convoy.kumodo.io/v1alpha1/namespaces/{ns}/releases/{name}/sync
 //	GET  /apis/subresources.convoy.kumodo.io/v1alpha1/namespaces/{ns}/releases/{name}/health
 //
-// (CONTRACT §2, "Sync and health endpoints"; see package internal/subresources).
+// (CONTRACT §2, "Sync and health endpoints", as amended: HTTPS only, with delegated
+// authentication and authorization), plus discovery, /openapi/v2 and /openapi/v3,
+// /healthz, /livez and /readyz.
 //
-//	convoy-api [--kubeconfig F] [--bind-address HOST:PORT]
-//	    [--tls-cert-file F --tls-private-key-file F] [--v N]
+//	convoy-api [--kubeconfig F] [--secure-port 8443] [--bind-address IP]
+//	    [--tls-cert-file F --tls-private-key-file F] [--authentication-kubeconfig F]
+//	    [--authorization-kubeconfig F] [--kube-api-qps Q --kube-api-burst B] [--v N] ...
 //
-// Without --kubeconfig it uses the in-cluster config. It serves plain HTTP unless both
-// TLS flags are given, logs to stderr, and shuts down gracefully on SIGINT or SIGTERM.
-// Exit status: 0 after a graceful shutdown, 1 when it cannot start or serve, 2 on a
-// usage error.
+// Without --kubeconfig it uses the in-cluster config. It logs to stderr and shuts down
+// gracefully on SIGINT or SIGTERM. Exit status: 0 after a graceful shutdown, 1 when it
+// cannot start or serve, 2 on a usage error.
 package main
 
 import (

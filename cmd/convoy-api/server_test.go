@@ -10,16 +10,21 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"math/big"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
@@ -32,19 +37,29 @@ var (
 	kubeconfig string // an admin kubeconfig file for env
 )
 
+// TestMain starts a kube-apiserver with the aggregation layer's request-header flags:
+// without a request-header CA in kube-system/extension-apiserver-authentication, the
+// client-certificate authentication of an aggregated API server does not work either.
 func TestMain(m *testing.M) {
-	env = testenv.MustStart()
+	dir, err := os.MkdirTemp("", "convoy-api-test")
+	if err != nil {
+		panic(err)
+	}
+	agg, err := testenv.NewAggregation(dir)
+	if err != nil {
+		panic(err)
+	}
+	if env, err = testenv.StartWith(testenv.Options{Aggregation: agg}); err != nil {
+		fmt.Fprintf(os.Stderr, "testenv: %v\n", err)
+		os.Exit(1)
+	}
 	code := func() int {
 		defer env.Stop()
+		defer os.RemoveAll(dir)
 		data, err := env.AdminKubeconfig()
 		if err != nil {
 			panic(err)
 		}
-		dir, err := os.MkdirTemp("", "convoy-api-test")
-		if err != nil {
-			panic(err)
-		}
-		defer os.RemoveAll(dir)
 		kubeconfig = filepath.Join(dir, "kubeconfig")
 		if err := os.WriteFile(kubeconfig, data, 0o600); err != nil {
 			panic(err)
@@ -63,9 +78,11 @@ func TestUsageErrors(t *testing.T) {
 	}{
 		{"cert without key", []string{"--tls-cert-file", "c.pem"}, "must be given together"},
 		{"key without cert", []string{"--tls-private-key-file", "k.pem"}, "must be given together"},
-		{"unknown flag", []string{"--nope"}, "flag provided but not defined"},
+		{"unknown flag", []string{"--nope"}, "unknown flag: --nope"},
 		{"argument", []string{"serve"}, `unexpected argument "serve"`},
-		{"bad address", []string{"--bind-address", "8090"}, "invalid --bind-address"},
+		{"address with a port", []string{"--bind-address", "127.0.0.1:8090"}, `invalid argument "127.0.0.1:8090" for "--bind-address"`},
+		{"port 0", []string{"--secure-port", "0"}, "--secure-port 0 must be between 1 and 65535"},
+		{"qps", []string{"--kube-api-qps", "0"}, "must be positive"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -81,23 +98,33 @@ func TestUsageErrors(t *testing.T) {
 	}
 }
 
-func TestStartErrors(t *testing.T) { // not parallel: Setenv
-	if _, err := loadConfig(filepath.Join(t.TempDir(), "missing")); err == nil {
-		t.Error("loadConfig of a missing file succeeded")
-	}
-	t.Setenv("KUBERNETES_SERVICE_HOST", "") // not in a pod
-	if _, err := loadConfig(""); err == nil || !strings.Contains(err.Error(), "in-cluster") {
-		t.Errorf("loadConfig without a kubeconfig outside a cluster = %v", err)
-	}
+func TestStartErrors(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.pem")
 	if err := os.WriteFile(bad, []byte("not pem"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"--kubeconfig", kubeconfig, "--bind-address", "127.0.0.1:0", "--tls-cert-file", bad, "--tls-private-key-file", bad}
-	if code := run(context.Background(), args, &bytes.Buffer{}, nil); code != exitError {
-		t.Errorf("exit with a bad key pair = %d, want %d", code, exitError)
+	for name, args := range map[string][]string{
+		"missing kubeconfig": {"--kubeconfig", filepath.Join(dir, "missing"), "--secure-port", strconv.Itoa(freePort(t))},
+		"bad key pair":       {"--kubeconfig", kubeconfig, "--secure-port", strconv.Itoa(freePort(t)), "--tls-cert-file", bad, "--tls-private-key-file", bad},
+	} {
+		var stderr bytes.Buffer
+		if code := run(context.Background(), args, &stderr, nil); code != exitError {
+			t.Errorf("%s: exit = %d, want %d", name, code, exitError)
+		}
 	}
+}
+
+// freePort returns a TCP port of 127.0.0.1 that was free a moment ago.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
 }
 
 // start runs convoy-api with args in the background and returns its address, and a
@@ -121,7 +148,10 @@ func start(t *testing.T, args ...string) (net.Addr, func() int) {
 	return nil, nil
 }
 
-func TestServeHTTP(t *testing.T) {
+// TestServe: the binary serves the subresources over HTTPS, as the kubeconfig's admin
+// (system:masters) for a direct caller with that admin's credentials; it refuses an
+// anonymous caller, answers the probes to anyone, and exits 0 after a shutdown.
+func TestServe(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	rel := &v1alpha1.Release{
@@ -131,8 +161,17 @@ func TestServeHTTP(t *testing.T) {
 	if err := env.Client.Create(ctx, rel); err != nil {
 		t.Fatal(err)
 	}
-	addr, stop := start(t, "--kubeconfig", kubeconfig, "--bind-address", "127.0.0.1:0")
-	c := &subresources.Client{BaseURL: "http://" + addr.String()}
+	certFile, keyFile, pool := selfSigned(t)
+	addr, stop := start(t, "--kubeconfig", kubeconfig, "--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(freePort(t)),
+		"--tls-cert-file", certFile, "--tls-private-key-file", keyFile)
+	url := "https://" + addr.String()
+	admin, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	waitReady(t, hc, url)
+	c := subresources.NewClient(subresources.DirectConfig(admin, url, certFile))
 	if err := c.RequestSync(ctx, "default", "api-demo"); err != nil {
 		t.Fatalf("RequestSync: %v", err)
 	}
@@ -146,31 +185,48 @@ func TestServeHTTP(t *testing.T) {
 	if err != nil || h.Release != "default/api-demo" {
 		t.Errorf("Health = %+v, %v", h, err)
 	}
+	anon := subresources.NewClient(subresources.DirectConfig(rest.AnonymousClientConfig(admin), url, certFile))
+	if _, err := anon.Health(ctx, "default", "api-demo"); !apierrors.IsForbidden(err) {
+		t.Errorf("anonymous Health = %v, want 403", err)
+	}
+	for _, p := range []string{"/healthz", "/livez", "/readyz"} {
+		resp, err := hc.Get(url + p)
+		if err != nil {
+			t.Fatalf("GET %s: %v", p, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("GET %s = %d, want 200", p, resp.StatusCode)
+		}
+	}
+	if resp, err := http.Get("http://" + addr.String() + "/healthz"); err == nil && resp.StatusCode == http.StatusOK {
+		t.Error("plain HTTP answered 200 on the TLS port")
+	}
 	if code := stop(); code != exitOK {
 		t.Errorf("exit after shutdown = %d, want 0", code)
 	}
-	if _, err := http.Get("http://" + addr.String() + subresources.HealthzPath); err == nil {
+	if _, err := hc.Get(url + "/healthz"); err == nil {
 		t.Error("still serving after shutdown")
 	}
 }
 
-func TestServeHTTPS(t *testing.T) {
-	t.Parallel()
-	certFile, keyFile, pool := selfSigned(t)
-	addr, stop := start(t, "--kubeconfig", kubeconfig, "--bind-address", "127.0.0.1:0",
-		"--tls-cert-file", certFile, "--tls-private-key-file", keyFile)
-	defer stop()
-	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
-	resp, err := hc.Get("https://" + addr.String() + subresources.HealthzPath)
-	if err != nil {
-		t.Fatalf("GET healthz over TLS: %v", err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Errorf("healthz = %d", resp.StatusCode)
-	}
-	if resp, err := http.Get("http://" + addr.String() + subresources.HealthzPath); err == nil && resp.StatusCode == http.StatusOK {
-		t.Error("plain HTTP answered 200 on the TLS port")
+// waitReady waits until GET url/readyz answers 200: the informers have synced and the
+// client CAs are read.
+func waitReady(t *testing.T, hc *http.Client, url string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := hc.Get(url + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("convoy-api not ready after 30s: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net"
 	"net/http"
@@ -14,6 +16,7 @@ import (
 	"time"
 
 	"github.com/kumodo/convoy-observer/internal/localcluster"
+	"github.com/kumodo/convoy-observer/internal/testenv"
 )
 
 // componentReadyTimeout bounds how long the demo waits for convoy-api and
@@ -47,36 +50,51 @@ func buildComponents(ctx context.Context, root, binDir string, race bool) error 
 
 // components are the running convoy-api and convoy-observer.
 type components struct {
-	// APIURL is the base URL of convoy-api (the observer's --sync-url).
+	// APIURL is the base URL of convoy-api itself (https, its serving CA in agg).
 	APIURL string
 	// API and Observer are the two processes.
 	API, Observer *localcluster.Process
 }
 
-// startComponents starts convoy-api and convoy-observer from binDir against the
-// cluster of kubeconfig, on free ports of 127.0.0.1, and waits until both answer their
-// probes. The observer's metrics endpoint is off. On error, what was started is stopped.
-func startComponents(ctx context.Context, binDir, kubeconfig, logDir string) (_ *components, err error) {
-	c := &components{}
+// startComponents starts convoy-api and convoy-observer from binDir against the cluster
+// c, as in a real cluster: convoy-api serves HTTPS on a free port of 127.0.0.1 with the
+// serving pair of agg, is registered as the APIService behind the kube-apiserver, and
+// the observer wakes the controller-manager through the kube-apiserver (no --sync-url).
+// Both run with the cluster's admin kubeconfig. It waits until convoy-api is ready and
+// Available and the observer answers its probe; the observer's metrics endpoint is off.
+// On error, what was started is stopped.
+func startComponents(ctx context.Context, binDir string, c *localcluster.Cluster, agg *testenv.Aggregation, logDir string) (_ *components, err error) {
+	comps := &components{}
 	defer func() {
 		if err != nil {
-			c.Stop()
+			comps.Stop()
 		}
 	}()
 	apiPort, err := freePort()
 	if err != nil {
 		return nil, err
 	}
-	apiAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(apiPort))
-	c.APIURL = "http://" + apiAddr
-	c.API, err = localcluster.StartProcess(ctx, "convoy-api", filepath.Join(binDir, "convoy-api"),
-		[]string{"--kubeconfig=" + kubeconfig, "--bind-address=" + apiAddr},
+	comps.APIURL = "https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(apiPort))
+	comps.API, err = localcluster.StartProcess(ctx, "convoy-api", filepath.Join(binDir, "convoy-api"),
+		[]string{
+			"--kubeconfig=" + c.KubeconfigPath,
+			"--bind-address=127.0.0.1",
+			"--secure-port=" + strconv.Itoa(apiPort),
+			"--tls-cert-file=" + agg.ServingCertFile,
+			"--tls-private-key-file=" + agg.ServingKeyFile,
+		},
 		filepath.Join(logDir, "convoy-api.log"))
 	if err != nil {
 		return nil, err
 	}
-	if err := waitHTTP(ctx, c.API, c.APIURL+"/healthz"); err != nil {
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(agg.ServingCA)
+	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	if err := waitHTTP(ctx, hc, comps.API, comps.APIURL+"/readyz"); err != nil {
 		return nil, err
+	}
+	if err := agg.RegisterAPIService(ctx, c.Client, apiPort); err != nil {
+		return nil, fmt.Errorf("registering convoy-api with the kube-apiserver: %w; the end of %s:\n%s", err, comps.API.LogPath, comps.API.LogTail(15))
 	}
 
 	probePort, err := freePort()
@@ -84,10 +102,9 @@ func startComponents(ctx context.Context, binDir, kubeconfig, logDir string) (_ 
 		return nil, err
 	}
 	probeAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(probePort))
-	c.Observer, err = localcluster.StartProcess(ctx, "convoy-observer", filepath.Join(binDir, "convoy-observer"),
+	comps.Observer, err = localcluster.StartProcess(ctx, "convoy-observer", filepath.Join(binDir, "convoy-observer"),
 		[]string{
-			"--kubeconfig=" + kubeconfig,
-			"--sync-url=" + c.APIURL,
+			"--kubeconfig=" + c.KubeconfigPath,
 			"--metrics-bind-address=0",
 			"--health-probe-bind-address=" + probeAddr,
 		},
@@ -95,10 +112,10 @@ func startComponents(ctx context.Context, binDir, kubeconfig, logDir string) (_ 
 	if err != nil {
 		return nil, err
 	}
-	if err := waitHTTP(ctx, c.Observer, "http://"+probeAddr+"/readyz"); err != nil {
+	if err := waitHTTP(ctx, &http.Client{Timeout: 2 * time.Second}, comps.Observer, "http://"+probeAddr+"/readyz"); err != nil {
 		return nil, err
 	}
-	return c, nil
+	return comps, nil
 }
 
 // Check returns an error when convoy-api or convoy-observer stopped on its own.
@@ -158,9 +175,8 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// waitHTTP waits until url answers 200, failing early when p exits.
-func waitHTTP(ctx context.Context, p *localcluster.Process, url string) error {
-	hc := &http.Client{Timeout: 2 * time.Second}
+// waitHTTP waits until url answers 200 to hc, failing early when p exits.
+func waitHTTP(ctx context.Context, hc *http.Client, p *localcluster.Process, url string) error {
 	deadline := time.Now().Add(componentReadyTimeout)
 	var last error
 	for {

@@ -27,7 +27,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -35,6 +34,7 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+	"k8s.io/client-go/rest"
 
 	"github.com/kumodo/convoy-observer/internal/localcluster"
 	"github.com/kumodo/convoy-observer/internal/subresources"
@@ -104,7 +104,16 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 
 	logf("state directory %s; control-plane binaries from %s", dir, assets)
 	logf("starting the local cluster (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok) and building convoy-api and convoy-observer ...")
-	binDir, logDir := filepath.Join(dir, "bin"), filepath.Join(dir, "logs")
+	binDir, logDir, pki := filepath.Join(dir, "bin"), filepath.Join(dir, "logs"), filepath.Join(dir, "pki")
+	if err := os.MkdirAll(pki, 0o700); err != nil {
+		return err
+	}
+	// The aggregation layer: the kube-apiserver proxies subresources.convoy.kumodo.io to
+	// convoy-api, as in a real cluster.
+	agg, err := testenv.NewAggregation(pki)
+	if err != nil {
+		return err
+	}
 	var cluster *localcluster.Cluster
 	g, gctx := errgroup.WithContext(sctx)
 	g.Go(func() error { return buildComponents(gctx, root, binDir, o.race) })
@@ -112,8 +121,9 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 		var err error
 		cluster, err = localcluster.Start(ctx, localcluster.Options{
 			AssetsDir: assets, Dir: dir, Scheme: testenv.NewScheme(),
-			CRDDirs: []string{filepath.Join(root, "config", "crd", "bases")},
-			Logf:    func(format string, args ...any) { logf("cluster: "+format, args...) },
+			CRDDirs:       []string{filepath.Join(root, "config", "crd", "bases")},
+			APIServerArgs: agg.APIServerArgs(),
+			Logf:          func(format string, args ...any) { logf("cluster: "+format, args...) },
 		})
 		return err
 	})
@@ -128,12 +138,13 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 	}
 	logf("CRDs and the GlobalHealthRuleSet convoy-defaults installed; convoy-api and convoy-observer built")
 
-	comps, err := startComponents(ctx, binDir, cluster.KubeconfigPath, logDir)
+	comps, err := startComponents(ctx, binDir, cluster, agg, logDir)
 	defer comps.Stop()
 	if err != nil {
 		return explain(sctx, "starting convoy-api and convoy-observer", err)
 	}
-	logf("convoy-api serving at %s; convoy-observer running with --sync-url=%s (%s since start)", comps.APIURL, comps.APIURL, since(start))
+	logf("convoy-api serving at %s behind the kube-apiserver (APIService %s); convoy-observer wakes the controller-manager through the kube-apiserver (%s since start)",
+		comps.APIURL, testenv.APIServiceName, since(start))
 
 	rel, err := setupRelease(sctx, cluster.Client)
 	if err != nil {
@@ -148,7 +159,7 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 		disp: disp,
 		m: &monitor{
 			c: cluster.Client, namespace: rel.Namespace, name: rel.Name,
-			api: &subresources.Client{BaseURL: comps.APIURL, HTTP: &http.Client{Timeout: 10 * time.Second}},
+			api: subresources.NewClient(apiConfig(cluster)),
 		},
 		checks: []func() error{cluster.Check, comps.Check},
 		cli:    cliAccess{convoyctl: filepath.Join(binDir, "convoyctl"), kubeconfig: cluster.KubeconfigPath, apiURL: comps.APIURL},
@@ -181,7 +192,7 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 	if runErr != nil {
 		fmt.Fprintf(out, "demo: FAILED: %v\n", runErr)
 	}
-	printAccess(out, cluster, comps, dir, o.keep)
+	printAccess(out, cluster, comps, agg, dir, o.keep)
 	<-ctx.Done()
 	fmt.Fprintln(out, "\ndemo: stopping ...")
 	return runErr
@@ -196,16 +207,28 @@ func report(logf func(string, ...any), s *scenario, start time.Time) {
 	logf("final state: %s", summaryLine(s.last))
 }
 
+// apiConfig is the admin's config of the cluster with a request timeout, for /health
+// through the kube-apiserver.
+func apiConfig(c *localcluster.Cluster) *rest.Config {
+	cfg := rest.CopyConfig(c.Config)
+	cfg.Timeout = 10 * time.Second
+	return cfg
+}
+
 // printAccess tells how to reach the running demo.
-func printAccess(out io.Writer, c *localcluster.Cluster, comps *components, dir string, keep bool) {
+func printAccess(out io.Writer, c *localcluster.Cluster, comps *components, agg *testenv.Aggregation, dir string, keep bool) {
 	fmt.Fprintf(out, `
 demo: everything stays up until Ctrl-C.
   kubeconfig:     %s
-  convoy-api:     %s
-  release status: go run ./cmd/convoyctl release status %s -n %s --api-url %s
+  convoy-api:     %s (serving CA %s), behind the kube-apiserver as APIService %s
+  release status: go run ./cmd/convoyctl release status %s -n %s --kubeconfig %s
+  health:         kubectl --kubeconfig %s get --raw %s
   kubectl:        kubectl --kubeconfig %s get releases,releaseinventories,pods -n %s
   logs:           %s
-`, c.KubeconfigPath, comps.APIURL, releaseName, demoNamespace, comps.APIURL, c.KubeconfigPath, demoNamespace, filepath.Join(dir, "logs"))
+`, c.KubeconfigPath, comps.APIURL, agg.ServingCAFile, testenv.APIServiceName,
+		releaseName, demoNamespace, c.KubeconfigPath,
+		c.KubeconfigPath, subresources.HealthPath(demoNamespace, releaseName),
+		c.KubeconfigPath, demoNamespace, filepath.Join(dir, "logs"))
 	if !keep {
 		fmt.Fprintf(out, "  (the state directory %s is removed on exit; --keep keeps it)\n", dir)
 	}

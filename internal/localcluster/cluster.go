@@ -36,6 +36,9 @@ type Options struct {
 	CRDDirs []string
 	// Scheme is the scheme of Cluster.Client.
 	Scheme *runtime.Scheme
+	// APIServerArgs are extra kube-apiserver flags (name without dashes → value), for
+	// example the aggregation layer's (testenv.Aggregation.APIServerArgs).
+	APIServerArgs map[string]string
 	// Nodes is the number of fake nodes; 0 means DefaultNodes.
 	Nodes int
 	// Logf, when set, receives one line for each step of the start.
@@ -155,6 +158,10 @@ func (c *Cluster) startAPIServer(o Options) error {
 	// (Pods need no token, so the token controller can stay off).
 	env.ControlPlane.Etcd = &envtest.Etcd{DataDir: filepath.Join(o.Dir, "etcd")}
 	env.ControlPlane.APIServer = &envtest.APIServer{CertDir: filepath.Join(o.Dir, "apiserver")}
+	args := env.ControlPlane.APIServer.Configure()
+	for k, v := range o.APIServerArgs {
+		args.Set(k, v)
+	}
 	for _, d := range []string{env.ControlPlane.Etcd.DataDir, env.ControlPlane.APIServer.CertDir} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return err

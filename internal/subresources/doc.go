@@ -29,16 +29,16 @@
 // assessed yet has state "" and counts as unknown in the summary. Errors are
 // metav1.Status bodies, as any Kubernetes API answers them.
 //
-// convoy-api does no authentication or authorization of its own: behind an APIService
-// the kube-apiserver does both; exposed directly, anyone who reaches the port can read
-// health and request syncs.
+// Handler does no authentication or authorization of its own: convoy-api mounts it
+// behind k8s.io/apiserver's delegated authentication and authorization (package
+// apiserver), which also serve discovery, OpenAPI and the probes. On its own (tests), it
+// serves anyone.
 //
 // Use:
 //
-//	h := subresources.NewHandler(c) // c: a direct controller-runtime client
-//	srv := &http.Server{Addr: ":8090", Handler: h}
+//	h := subresources.NewHandler(c) // c: a controller-runtime client; h.Reader may be a cache
 //
-//	cl := &subresources.Client{BaseURL: "http://127.0.0.1:8090"}
+//	cl := subresources.NewClient(cfg) // cfg: a kubeconfig's; through the kube-apiserver
 //	err := cl.RequestSync(ctx, "default", "demo")
 //	health, err := cl.Health(ctx, "default", "demo")
 package subresources

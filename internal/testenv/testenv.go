@@ -81,13 +81,24 @@ func Assets(root string) (string, error) {
 }
 
 // Start starts etcd and kube-apiserver and installs the CRDs of config/crd/bases.
-func Start() (*Env, error) { return start(true) }
+func Start() (*Env, error) { return start(true, Options{}) }
 
 // StartTarget starts etcd and kube-apiserver without this project's CRDs: a target
 // cluster as convoy sees it.
-func StartTarget() (*Env, error) { return start(false) }
+func StartTarget() (*Env, error) { return start(false, Options{}) }
 
-func start(withCRDs bool) (*Env, error) {
+// Options configure StartWith.
+type Options struct {
+	// Aggregation, when not nil, starts the kube-apiserver with its request-header
+	// (front-proxy) flags and proxy client certificate, so that it can proxy to an
+	// aggregated API server registered with Aggregation.RegisterAPIService.
+	Aggregation *Aggregation
+}
+
+// StartWith is Start with options.
+func StartWith(o Options) (*Env, error) { return start(true, o) }
+
+func start(withCRDs bool, o Options) (*Env, error) {
 	root, err := RepoRoot()
 	if err != nil {
 		return nil, err
@@ -101,6 +112,12 @@ func start(withCRDs bool) (*Env, error) {
 	// Without it, a stopping kube-apiserver waits for every open watch to end by itself
 	// (minutes), so StopAPIServer times out once a client watches (informers do).
 	e.ControlPlane.GetAPIServer().Configure().Set("shutdown-watch-termination-grace-period", "2s")
+	if o.Aggregation != nil {
+		args := e.ControlPlane.GetAPIServer().Configure()
+		for k, v := range o.Aggregation.APIServerArgs() {
+			args.Set(k, v)
+		}
+	}
 	if withCRDs {
 		e.CRDDirectoryPaths = []string{filepath.Join(root, "config", "crd", "bases")}
 		e.ErrorIfCRDPathMissing = true
@@ -141,6 +158,16 @@ func (e *Env) AdminKubeconfig() ([]byte, error) {
 		return nil, fmt.Errorf("adding an admin user: %w", err)
 	}
 	return user.KubeConfig()
+}
+
+// AddUser returns a config that authenticates as user name in groups (a client
+// certificate), without any permission unless RBAC grants some.
+func (e *Env) AddUser(name string, groups ...string) (*rest.Config, error) {
+	u, err := e.env.AddUser(envtest.User{Name: name, Groups: groups}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("adding user %s: %w", name, err)
+	}
+	return rest.CopyConfig(u.Config()), nil
 }
 
 // StopAPIServer stops kube-apiserver alone (etcd keeps the data), to make the cluster
