@@ -27,7 +27,10 @@ const (
 // its output, and fails unless it exits with want.
 func (s *scenario) releaseWait(ctx context.Context, want int) error {
 	args := []string{"release", "wait", s.d.name, "-n", s.d.namespace,
-		"--kubeconfig", s.cli.kubeconfig, "--api-url", s.cli.apiURL, "--timeout", "1m", "--interval", "500ms"}
+		"--kubeconfig", s.cli.kubeconfig, "--timeout", "1m", "--interval", "500ms"}
+	if s.cli.apiURL != "" {
+		args = append(args, "--api-url", s.cli.apiURL)
+	}
 	s.disp.Event("$ convoyctl %s", strings.Join(args[:5], " "))
 	var out bytes.Buffer
 	cmd := exec.CommandContext(ctx, s.cli.convoyctl, args...)
@@ -51,7 +54,8 @@ func (s *scenario) releaseWait(ctx context.Context, want int) error {
 	return nil
 }
 
-// cliAccess is what the demo needs to run convoyctl.
+// cliAccess is what the demo needs to run convoyctl; without apiURL, convoyctl goes
+// through the kubeconfig's kube-apiserver.
 type cliAccess struct {
 	convoyctl, kubeconfig, apiURL string
 }

@@ -162,7 +162,7 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 			api: subresources.NewClient(apiConfig(cluster)),
 		},
 		checks: []func() error{cluster.Check, comps.Check},
-		cli:    cliAccess{convoyctl: filepath.Join(binDir, "convoyctl"), kubeconfig: cluster.KubeconfigPath, apiURL: comps.APIURL},
+		cli:    cliAccess{convoyctl: filepath.Join(binDir, "convoyctl"), kubeconfig: cluster.KubeconfigPath}, // through the kube-apiserver
 	}
 	s.m.onSync = func(n int, at string) {
 		disp.Event("sync request #%d from the observer (%s=%s)", n, "convoy.kumodo.io/sync-requested-at", at)
