@@ -76,6 +76,9 @@ type HealthController struct {
 	// wakePending marks keys whose sync request failed, so the next pass sends it
 	// again even though the edge that caused it has passed.
 	wakePending map[string]bool
+	// paidSync marks keys whose owed sync request this process has sent while the
+	// inventory may still record it (see writeSyncOwed).
+	paidSync map[string]bool
 }
 
 // NewHealthController returns a loop with the real clock and default settings.
@@ -230,7 +233,12 @@ func (h *HealthController) commit(ctx context.Context, rel *v1alpha1.Release, in
 		return err // shutdown: what this pass computed from cut-off reads is not the truth
 	}
 	key := base.KeyOf(rel)
-	if e.any() || inv.syncOwed() {
+	if !inv.syncOwed() {
+		h.setPaid(key, false)
+	}
+	// A record this process has paid already (its removal failed, or the cache has
+	// not seen the removal yet) is only removed, not paid again.
+	if e.any() || (inv.syncOwed() && !h.paid(key)) {
 		h.armWake(key)
 	}
 	prev := priorCondition(rel)
@@ -271,9 +279,13 @@ func (h *HealthController) commit(ctx context.Context, rel *v1alpha1.Release, in
 	if err != nil {
 		return err
 	}
-	if sent && recorded {
-		if _, err := h.writeSyncOwed(ctx, inv.inv, rv, false); err != nil {
-			h.armWake(key) // paid, but the record stays: the retry pays again (at least once)
+	if sent {
+		h.setPaid(key, true)
+	}
+	if recorded && h.paid(key) {
+		// The last write of the pass: the uid precondition alone, so a concurrent writer
+		// of the inventory does not make the record outlive its payment.
+		if _, err := h.writeSyncOwed(ctx, inv.inv, "", false); err != nil {
 			return h.writeFailed(ctx, "sync-owed", err)
 		}
 	}
@@ -376,4 +388,5 @@ func (h *HealthController) forget(key string) {
 	defer h.mu.Unlock()
 	delete(h.attempts, key)
 	delete(h.wakePending, key)
+	delete(h.paidSync, key)
 }

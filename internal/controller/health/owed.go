@@ -19,8 +19,8 @@ func (pi passInventory) syncOwed() bool {
 }
 
 // writeSyncOwed sets (owed) or removes the annotation inventory.AnnotationSyncOwed of
-// inv under its own field manager, with inv's uid and resourceVersion rv as
-// preconditions, and returns the resourceVersion after the write. The pass sets it
+// inv under its own field manager, with inv's uid and resourceVersion rv (none when rv
+// is empty) as preconditions, and returns the resourceVersion after the write. The pass sets it
 // before it writes the state of an edge and removes it after the sync request
 // succeeded: an observer killed between the two finds the debt on its next pass and
 // pays it (at least once), where an in-memory flag would be lost.
@@ -39,4 +39,25 @@ func (h *HealthController) writeSyncOwed(ctx context.Context, inv *v1alpha1.Rele
 		return rv, fmt.Errorf("recording that a sync request is owed (%v): %w", owed, err)
 	}
 	return u.GetResourceVersion(), nil
+}
+
+// paid reports whether this process has sent the sync request owed for key since it
+// last saw the inventory without a record of it.
+func (h *HealthController) paid(key string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.paidSync[key]
+}
+
+func (h *HealthController) setPaid(key string, paid bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !paid {
+		delete(h.paidSync, key)
+		return
+	}
+	if h.paidSync == nil {
+		h.paidSync = map[string]bool{}
+	}
+	h.paidSync[key] = true
 }

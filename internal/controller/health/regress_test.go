@@ -188,3 +188,47 @@ func TestOwedSyncSurvivesRestart(t *testing.T) {
 		})
 	}
 }
+
+// nthApplyFails fails the nth apply of one field manager.
+type nthApplyFails struct {
+	client.Client
+	owner string
+	n     int
+	calls int
+}
+
+func (w *nthApplyFails) Apply(ctx context.Context, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
+	if applyOwner(opts) == w.owner {
+		w.calls++
+		if w.calls == w.n {
+			return fmt.Errorf("injected: etcdserver: request timed out")
+		}
+	}
+	return w.Client.Apply(ctx, obj, opts...)
+}
+
+// TestPaidSyncIsNotSentAgain: when removing the record of a sync request that was sent
+// fails, the retry removes the record without sending the request again; a conflict on
+// the removal (another writer of the inventory) does not happen, it has no
+// resourceVersion precondition.
+func TestPaidSyncIsNotSentAgain(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.readyRelease(0, 0)
+	f.configMap("a", "true")
+	f.inventory(cm("a", 0, ""))
+	f.h.Writer = &nthApplyFails{Client: env.Client, owner: inventory.FieldManagerSyncOwed, n: 2} // 1: record, 2: removal
+	if _, err := f.h.syncHandler(f.ctx, f.key); err == nil {
+		t.Fatal("a failed removal of the record did not fail the pass")
+	}
+	if n := f.api.syncs.Load(); n != 1 {
+		t.Fatalf("sync requests = %d, want 1", n)
+	}
+	f.pass()
+	if n := f.api.syncs.Load(); n != 1 {
+		t.Fatalf("the paid request was sent again (%d)", n)
+	}
+	if _, ok := f.getInventory().Annotations[inventory.AnnotationSyncOwed]; ok {
+		t.Fatal("the record of the paid request stayed")
+	}
+}
