@@ -5,6 +5,10 @@ import (
 	"sort"
 	"sync"
 	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
 	"github.com/kumodo/convoy-observer/internal/controller/base"
@@ -128,4 +132,36 @@ func TestTrackedTypesFollowTheInventory(t *testing.T) {
 		t.Fatalf("index still maps a to %v", got)
 	}
 	_ = log
+}
+
+// TestHookWorkloadFromTheCache: a polled hook's Job is read from the same cache: its
+// type is watched while the hook runs, its completion wakes the Release, and the watch
+// stops once the hook has finished (it is no longer polled).
+func TestHookWorkloadFromTheCache(t *testing.T) {
+	f := newFixture(t)
+	cache, log := f.watching()
+	f.release(nil, 0)
+	f.job("migrate")
+	f.hooks(hook{name: "migrate", kind: "Job", workload: "migrate", createdAt: t0.Add(-time.Minute)})
+	f.pass()
+	f.expectHook("migrate", v1alpha1.HookRunning, "")
+	clusterKey := f.ns + "/target"
+	if got, want := cache.Scopes(clusterKey), []string{"jobs.batch in " + f.ns}; !slices.Equal(got, want) {
+		t.Fatalf("scopes = %v, want %v", got, want)
+	}
+	j := &batchv1.Job{}
+	must(t, env.Client.Get(f.ctx, clientKey(f.ns, "migrate"), j))
+	now := metav1.Now()
+	j.Status.StartTime, j.Status.CompletionTime, j.Status.Succeeded = &now, &now, 1
+	j.Status.Conditions = complete("done")
+	must(t, env.Client.Status().Update(f.ctx, j))
+	eventually(t, "the Job's completion to wake the Release", func() bool { return slices.Contains(log.get(), f.key) })
+	eventually(t, "the pass to read the completed Job from the cache", func() bool {
+		f.pass()
+		return f.hookEntry("migrate").State == v1alpha1.HookSucceeded
+	})
+	f.pass() // the hook is finished: not polled, not watched
+	if got := cache.Scopes(clusterKey); len(got) != 0 {
+		t.Fatalf("scopes after the hook finished = %v, want none", got)
+	}
 }
