@@ -31,15 +31,11 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sync/errgroup"
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -157,96 +153,6 @@ func relName(i int) string       { return fmt.Sprintf("r%d", i) }
 func deployName(i, j int) string { return fmt.Sprintf("r%d-d%d", i, j) }
 func (r *run) relKey(i int) client.ObjectKey {
 	return client.ObjectKey{Namespace: r.nsOf(i), Name: relName(i)}
-}
-
-// setup creates the namespaces, Clusters, the default rule set, the Deployments with a
-// healthy status, the Releases, their inventories and lastAttempted.
-func (r *run) setup(ctx context.Context) error {
-	if err := testenv.ApplyFile(ctx, r.c, filepath.Join(r.env.RepoRoot, "health", "convoy-defaults.yaml"), "bench"); err != nil {
-		return err
-	}
-	for n := 0; n < r.namespaces(); n++ {
-		ns := fmt.Sprintf("bench-%d", n)
-		if err := r.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-			return err
-		}
-		if err := r.c.Create(ctx, &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "local"}}); err != nil {
-			return err
-		}
-	}
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(32)
-	for i := 0; i < r.cfg.Releases; i++ {
-		g.Go(func() error { return r.setupRelease(gctx, i) })
-	}
-	return g.Wait()
-}
-
-func (r *run) setupRelease(ctx context.Context, i int) error {
-	ns := r.nsOf(i)
-	entries := make([]any, 0, r.cfg.Objects)
-	for j := 0; j < r.cfg.Objects; j++ {
-		name := deployName(i, j)
-		d := &appsv1.Deployment{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-			Spec: appsv1.DeploymentSpec{
-				Replicas: ptr.To[int32](1),
-				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
-				Template: corev1.PodTemplateSpec{
-					ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name}},
-					Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10"}}},
-				},
-			},
-		}
-		if err := r.c.Create(ctx, d); err != nil {
-			return err
-		}
-		if err := r.setStatus(ctx, d, true); err != nil {
-			return err
-		}
-		entries = append(entries, map[string]any{
-			"group": "apps", "version": "v1", "kind": "Deployment", "resource": "deployments",
-			"namespace": ns, "name": name, "wave": int64(0), "renderRef": "r1",
-		})
-	}
-	rel := &v1alpha1.Release{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: relName(i)},
-		Spec: v1alpha1.ReleaseSpec{
-			ClusterRef:       v1alpha1.ClusterReference{Name: "local"},
-			HealthAssessment: &v1alpha1.HealthAssessment{GlobalRuleSetSelector: &metav1.LabelSelector{}},
-			SyncPolicy:       &v1alpha1.SyncPolicy{Interval: &metav1.Duration{Duration: r.cfg.Interval}},
-		},
-	}
-	if err := r.c.Create(ctx, rel); err != nil {
-		return err
-	}
-	inv := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "convoy.kumodo.io/v1alpha1", "kind": "ReleaseInventory",
-		"metadata": map[string]any{"name": relName(i), "namespace": ns},
-		"entries":  entries,
-	}}
-	if err := r.c.Apply(ctx, client.ApplyConfigurationFromUnstructured(inv), client.FieldOwner("convoy-controller-manager")); err != nil {
-		return err
-	}
-	st := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "convoy.kumodo.io/v1alpha1", "kind": "Release",
-		"metadata": map[string]any{"name": relName(i), "namespace": ns},
-		"status":   map[string]any{"lastAttempted": map[string]any{"renderRef": "r1"}},
-	}}
-	return r.c.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(st), client.FieldOwner("convoy-controller-manager"))
-}
-
-// setStatus writes the Deployment's status: all replicas ready, or none.
-func (r *run) setStatus(ctx context.Context, d *appsv1.Deployment, ready bool) error {
-	n := int32(0)
-	if ready {
-		n = 1
-	}
-	d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: 1, UpdatedReplicas: 1, ReadyReplicas: n, AvailableReplicas: n}
-	if d.Generation == 0 {
-		d.Status.ObservedGeneration = 1
-	}
-	return r.c.Status().Update(ctx, d)
 }
 
 // watchManagement starts the benchmark's own cache of Releases and inventories (before

@@ -1,0 +1,162 @@
+package scale
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
+	"github.com/kumodo/convoy-observer/internal/testenv"
+)
+
+// setup creates the namespaces, Clusters, the default rule set, the Deployments with a
+// healthy status, the Releases, their inventories and lastAttempted.
+func (r *run) setup(ctx context.Context) error {
+	if err := testenv.ApplyFile(ctx, r.c, filepath.Join(r.env.RepoRoot, "health", "convoy-defaults.yaml"), "bench"); err != nil {
+		return err
+	}
+	for n := 0; n < r.namespaces(); n++ {
+		ns := fmt.Sprintf("bench-%d", n)
+		if err := r.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			return err
+		}
+		if err := r.c.Create(ctx, &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "local"}}); err != nil {
+			return err
+		}
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(32)
+	for i := 0; i < r.cfg.Releases; i++ {
+		g.Go(func() error { return r.setupRelease(gctx, i) })
+	}
+	return g.Wait()
+}
+
+func (r *run) setupRelease(ctx context.Context, i int) error {
+	ns := r.nsOf(i)
+	entries := make([]any, 0, r.cfg.Objects)
+	for j := 0; j < r.cfg.Objects; j++ {
+		name := deployName(i, j)
+		d := &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: appsv1.DeploymentSpec{
+				Replicas: ptr.To[int32](1),
+				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
+				Template: corev1.PodTemplateSpec{
+					ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name}},
+					Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10"}}},
+				},
+			},
+		}
+		if err := r.create(ctx, d); err != nil {
+			return err
+		}
+		if err := retryTransient(ctx, func() error { return r.setStatus(ctx, d, true) }); err != nil {
+			return err
+		}
+		entries = append(entries, map[string]any{
+			"group": "apps", "version": "v1", "kind": "Deployment", "resource": "deployments",
+			"namespace": ns, "name": name, "wave": int64(0), "renderRef": "r1",
+		})
+	}
+	rel := &v1alpha1.Release{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: relName(i)},
+		Spec: v1alpha1.ReleaseSpec{
+			ClusterRef:       v1alpha1.ClusterReference{Name: "local"},
+			HealthAssessment: &v1alpha1.HealthAssessment{GlobalRuleSetSelector: &metav1.LabelSelector{}},
+			SyncPolicy:       &v1alpha1.SyncPolicy{Interval: &metav1.Duration{Duration: r.cfg.Interval}},
+		},
+	}
+	if err := r.create(ctx, rel); err != nil {
+		return err
+	}
+	inv := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "convoy.kumodo.io/v1alpha1", "kind": "ReleaseInventory",
+		"metadata": map[string]any{"name": relName(i), "namespace": ns},
+		"entries":  entries,
+	}}
+	if err := retryTransient(ctx, func() error {
+		return r.c.Apply(ctx, client.ApplyConfigurationFromUnstructured(inv), client.FieldOwner("convoy-controller-manager"))
+	}); err != nil {
+		return err
+	}
+	st := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "convoy.kumodo.io/v1alpha1", "kind": "Release",
+		"metadata": map[string]any{"name": relName(i), "namespace": ns},
+		"status":   map[string]any{"lastAttempted": map[string]any{"renderRef": "r1"}},
+	}}
+	return retryTransient(ctx, func() error {
+		return r.c.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(st), client.FieldOwner("convoy-controller-manager"))
+	})
+}
+
+// create creates obj, retrying what an overloaded API server refuses for a while; an
+// object that a timed-out attempt did create is read back.
+func (r *run) create(ctx context.Context, obj client.Object) error {
+	return retryTransient(ctx, func() error {
+		err := r.c.Create(ctx, obj)
+		if apierrors.IsAlreadyExists(err) {
+			return r.c.Get(ctx, client.ObjectKeyFromObject(obj), obj)
+		}
+		return err
+	})
+}
+
+// retryTransient runs fn until it succeeds, fails for good, or ctx ends: the setup of a
+// big N on a small machine meets timeouts and throttling (a conflict after a timed-out
+// status write is retried too: setStatus re-reads nothing, so it is refreshed first).
+func retryTransient(ctx context.Context, fn func() error) error {
+	var err error
+	for attempt := 0; attempt < 10; attempt++ {
+		if err = fn(); err == nil || !transient(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(attempt+1) * time.Second):
+		}
+	}
+	return err
+}
+
+func transient(err error) bool {
+	return apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) || apierrors.IsTooManyRequests(err) ||
+		apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// setStatus writes the Deployment's status: all replicas ready, or none. A conflict
+// (a timed-out earlier attempt went through) re-reads the Deployment and tries again.
+func (r *run) setStatus(ctx context.Context, d *appsv1.Deployment, ready bool) error {
+	err := r.writeStatus(ctx, d, ready)
+	if apierrors.IsConflict(err) {
+		if err := r.c.Get(ctx, client.ObjectKeyFromObject(d), d); err != nil {
+			return err
+		}
+		return r.writeStatus(ctx, d, ready)
+	}
+	return err
+}
+
+func (r *run) writeStatus(ctx context.Context, d *appsv1.Deployment, ready bool) error {
+	n := int32(0)
+	if ready {
+		n = 1
+	}
+	d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: 1, UpdatedReplicas: 1, ReadyReplicas: n, AvailableReplicas: n}
+	if d.Generation == 0 {
+		d.Status.ObservedGeneration = 1
+	}
+	return r.c.Status().Update(ctx, d)
+}
