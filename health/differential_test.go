@@ -1,0 +1,141 @@
+package health
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/common/types"
+	"github.com/google/cel-go/common/types/ref"
+
+	"github.com/kumodo/convoy-observer/health/manifest"
+)
+
+// plainProgram compiles expr with cel-go alone: the same environment, no guard, no
+// fast paths. It is the reference of TestGuardedProgramsAgreeWithCEL.
+func plainProgram(t *testing.T, env *celEnv, expr string) cel.Program {
+	t.Helper()
+	ast, iss := env.compile.Compile(expr)
+	if iss.Err() != nil {
+		t.Fatalf("%s: %v", expr, iss.Err())
+	}
+	prg, err := env.compile.Program(ast)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return prg
+}
+
+// sameResult compares two evaluations: equal values (by CEL equality and type), or
+// the same error message.
+func sameResult(a ref.Val, aerr error, b ref.Val, berr error) bool {
+	if aerr != nil || berr != nil {
+		return aerr != nil && berr != nil && aerr.Error() == berr.Error()
+	}
+	if a.Type() != b.Type() {
+		return false
+	}
+	return types.Equal(a, b) == types.True || (types.IsError(a) && types.IsError(b))
+}
+
+// TestGuardedProgramsAgreeWithCEL: on every fixture object and every expression of
+// convoy-defaults and the rule library, plus expressions that reach the edges of the
+// fast paths (missing keys, nulls, non-map parents, optionals, has() at every depth),
+// the guarded programs return exactly what cel-go returns, errors included.
+func TestGuardedProgramsAgreeWithCEL(t *testing.T) {
+	t.Parallel()
+	env, err := newEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	exprs := []string{
+		"object", "object.status", "has(object.status)", "has(object.status.phase)", "object.status.phase",
+		"has(object.metadata.labels.app)", "object.metadata.labels.app", "object.spec.replicas + 1",
+		"object.status.conditions[0].type", "object.?status.?phase.orValue('none')", "has(object.spec.template.spec)",
+		"object.spec.template.spec.containers.size()", "object.metadata.name == object.metadata.namespace",
+		"object.status.observedGeneration == object.metadata.generation", "object.spec.nothing == null",
+		"object.kind + '/' + object.metadata.name", "type(object.spec.replicas) == int", "object.status == object.status",
+		"object.spec.replicas > 2.5", "object.status.replicas == 2u", "string(object.metadata.generation)",
+		"object.metadata.name.startsWith('a') || object.metadata.name.contains('-')",
+		"object.status.conditions.exists(c, c.type == 'Available' && c.status == 'True')",
+		"object.status.conditions.map(c, c.type).join(',')", "object.metadata.labels['app']",
+		"has(object.metadata) && has(object.metadata.name) && object.metadata.name.size() > 0",
+		"object.spec.replicas / 0", "object.status.phase.matches('^R')", "int(object.metadata.generation) * 2",
+		"object.metadata.annotations.size()", "[object.kind, object.apiVersion] == ['Pod', 'v1']",
+		"{'a': object.kind}.a", "object.spec.selector.matchLabels", "sets.contains([object.kind], ['Pod'])",
+	}
+	var objects []map[string]any
+	for _, dir := range []string{"../testdata/objects", "../testdata/gitops-engine-health"} {
+		files, _ := filepath.Glob(dir + "/*.yaml")
+		for _, path := range files {
+			f, err := os.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			objs, err := manifest.DecodeObjects(f)
+			f.Close()
+			if err != nil {
+				continue // the fixture strict decoding rejects
+			}
+			for i := range objs {
+				objects = append(objects, objs[i].Object)
+			}
+		}
+	}
+	objects = append(objects, map[string]any{}, map[string]any{"status": nil, "spec": "text", "metadata": map[string]any{"name": nil}})
+	ruleFiles, _ := filepath.Glob("library/*.yaml")
+	for _, path := range append(ruleFiles, "convoy-defaults.yaml") {
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, l, err := manifest.DecodeRuleSets(f)
+		f.Close()
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		for _, s := range g {
+			for _, r := range s.Spec.Rules {
+				exprs = append(exprs, r.RuleExpression)
+				if r.MessageExpression != "" {
+					exprs = append(exprs, r.MessageExpression)
+				}
+			}
+		}
+		for _, s := range l {
+			for _, r := range s.Spec.Rules {
+				exprs = append(exprs, r.RuleExpression)
+			}
+		}
+	}
+	if len(exprs) < 60 || len(objects) < 60 {
+		t.Fatalf("%d expressions, %d objects: the corpus went missing", len(exprs), len(objects))
+	}
+	compared := 0
+	for _, expr := range exprs {
+		plain := plainProgram(t, env, expr)
+		guarded, err := compile(env, expr)
+		if err != nil {
+			t.Fatalf("%s: %v", expr, err)
+		}
+		for _, obj := range objects {
+			want, _, werr := plain.Eval(map[string]any{objectVariable: obj})
+			got, gerr := run(guarded, &evalActivation{object: obj})
+			if !sameResult(want, werr, got, gerr) {
+				t.Errorf("%s on %v/%v:\n  cel-go  %v %v\n  guarded %v %v", strings.TrimSpace(expr), obj["kind"],
+					nameOf(obj), want, werr, got, gerr)
+			}
+			compared++
+		}
+	}
+	t.Logf("%d evaluations compared", compared)
+}
+
+func nameOf(obj map[string]any) any {
+	if m, ok := obj["metadata"].(map[string]any); ok {
+		return m["name"]
+	}
+	return nil
+}
