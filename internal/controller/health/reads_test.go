@@ -15,60 +15,69 @@ import (
 	"github.com/kumodo/convoy-observer/internal/inventory"
 )
 
-// barrierReader blocks each read until `want` reads are in flight together (or a
-// generous timeout passes), and records the most it saw at once.
-type barrierReader struct {
-	want int
-	mu   sync.Mutex
-	cond *sync.Cond
-	in   int
-	max  int
+// gateReader holds every read until the gate opens, and records the most reads it held
+// at once.
+type gateReader struct {
+	gate    chan struct{}
+	mu      sync.Mutex
+	in, max int
 }
 
-func newBarrierReader(want int) *barrierReader {
-	r := &barrierReader{want: want}
-	r.cond = sync.NewCond(&r.mu)
-	return r
-}
-
-func (r *barrierReader) Get(_ context.Context, gvr schema.GroupVersionResource, ns, name string) (*unstructured.Unstructured, error) {
+func (r *gateReader) Get(_ context.Context, _ schema.GroupVersionResource, ns, name string) (*unstructured.Unstructured, error) {
 	r.mu.Lock()
 	r.in++
 	r.max = max(r.max, r.in)
-	r.cond.Broadcast()
-	deadline := time.Now().Add(5 * time.Second)
-	for r.in < r.want && time.Now().Before(deadline) {
-		go func() { time.Sleep(10 * time.Millisecond); r.cond.Broadcast() }()
-		r.cond.Wait()
-	}
+	r.mu.Unlock()
+	<-r.gate
+	r.mu.Lock()
 	r.in--
 	r.mu.Unlock()
 	return &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
 		"metadata": map[string]any{"name": name, "namespace": ns}}}, nil
 }
 
+func (r *gateReader) held() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.in
+}
+
 // TestReadsRunConcurrentlyWithABound: the objects of one Release are read concurrently,
-// never more than ReadConcurrency at a time, and every entry gets a result.
+// never more than ReadConcurrency at a time, and every entry gets a result. The reads
+// are held until as many as the bound are in flight, and a little longer, so an
+// unbounded pass would show more.
 func TestReadsRunConcurrentlyWithABound(t *testing.T) {
 	t.Parallel()
 	const limit, n = 4, 12
 	h := &HealthController{ReadConcurrency: limit, Log: testLogger()}
-	reader := newBarrierReader(limit)
+	reader := &gateReader{gate: make(chan struct{})}
 	entries := make([]v1alpha1.InventoryEntry, n)
 	for i := range entries {
 		entries[i] = v1alpha1.InventoryEntry{Kind: "ConfigMap", Namespace: "d", Name: fmt.Sprintf("cm%02d", i), Version: "v1", Resource: "configmaps"}
 	}
 	ev, err := health.NewEvaluator(nil, nil)
 	must(t, err)
-	results, err := h.assessItemsWith(context.Background(), ev, reader, entries, map[inventory.Key]prior{}, nil, t0)
-	must(t, err)
+	type outcome struct {
+		results []itemResult
+		err     error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		r, err := h.assessItemsWith(context.Background(), ev, reader, entries, map[inventory.Key]prior{}, nil, t0)
+		done <- outcome{r, err}
+	}()
+	eventually(t, "reads in flight", func() bool { return reader.held() >= limit })
+	time.Sleep(200 * time.Millisecond) // room for reads beyond the bound to start
+	close(reader.gate)
+	out := <-done
+	must(t, out.err)
 	if reader.max != limit {
 		t.Fatalf("at most %d reads were in flight together, want exactly %d", reader.max, limit)
 	}
-	if len(results) != n {
-		t.Fatalf("results = %d", len(results))
+	if len(out.results) != n {
+		t.Fatalf("results = %d", len(out.results))
 	}
-	for _, r := range results {
+	for _, r := range out.results {
 		if r.state != v1alpha1.StateHealthy {
 			t.Fatalf("%s = %s", r.key, r.state)
 		}
