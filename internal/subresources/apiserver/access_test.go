@@ -16,6 +16,8 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -228,4 +230,40 @@ func TestDirectRequests(t *testing.T) {
 			t.Errorf("GET %s = %d %s, want 200", p, code, body)
 		}
 	}
+}
+
+// TestRawRequests: what `kubectl get --raw …/health` and `kubectl create --raw …/sync -f -`
+// send (a GET, and a POST with whatever body the file holds) works through the
+// kube-apiserver; another method on a subresource is 405.
+func TestRawRequests(t *testing.T) {
+	t.Parallel()
+	ns := tenant(t, "raw")
+	rc, err := rest.RESTClientFor(rawConfig())
+	must(t, err)
+	ctx := context.Background()
+	body, err := rc.Get().AbsPath(subresources.HealthPath(ns, "app")).DoRaw(ctx)
+	if err != nil || !strings.Contains(string(body), `"release":"`+ns+`/app"`) {
+		t.Errorf("GET --raw health = %s, %v", body, err)
+	}
+	for _, in := range []string{"", "{}\n"} {
+		var code int
+		body, err = rc.Post().AbsPath(subresources.SyncPath(ns, "app")).Body([]byte(in)).Do(ctx).StatusCode(&code).Raw()
+		if err != nil || code != http.StatusAccepted || !strings.Contains(string(body), `"syncRequestedAt"`) {
+			t.Errorf("POST --raw sync with body %q = %d %s, %v", in, code, body, err)
+		}
+	}
+	err = rc.Delete().AbsPath(subresources.SyncPath(ns, "app")).Do(ctx).Error()
+	if !apierrors.IsMethodNotSupported(err) {
+		t.Errorf("DELETE sync = %v, want 405", err)
+	}
+}
+
+// rawConfig is the admin's config for a REST client of absolute paths, as kubectl's
+// --raw uses.
+func rawConfig() *rest.Config {
+	cfg := rest.CopyConfig(env.Config)
+	cfg.GroupVersion = &schema.GroupVersion{}
+	cfg.APIPath = "/"
+	cfg.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
+	return cfg
 }

@@ -47,6 +47,11 @@ func New(o *Options) (*Server, error) {
 	}
 	gc := genericapiserver.NewConfig(Codecs)
 	gc.EffectiveVersion = compatibility.DefaultBuildEffectiveVersion()
+	namer := openapinamer.NewDefinitionNamer(Scheme)
+	gc.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(GetOpenAPIDefinitions, namer)
+	gc.OpenAPIConfig.Info.Title = "convoy-api"
+	gc.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(GetOpenAPIDefinitions, namer)
+	gc.OpenAPIV3Config.Info.Title = "convoy-api"
 	if err := o.SecureServing.ApplyTo(&gc.SecureServing, &gc.LoopbackClientConfig); err != nil {
 		return nil, fmt.Errorf("serving: %w", err)
 	}
@@ -57,11 +62,6 @@ func New(o *Options) (*Server, error) {
 		return nil, fmt.Errorf("delegated authorization: %w", err)
 	}
 	gc.Authorization.Authorizer = loggingAuthorizer{gc.Authorization.Authorizer}
-	namer := openapinamer.NewDefinitionNamer(Scheme)
-	gc.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(GetOpenAPIDefinitions, namer)
-	gc.OpenAPIConfig.Info.Title = "convoy-api"
-	gc.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(GetOpenAPIDefinitions, namer)
-	gc.OpenAPIV3Config.Info.Title = "convoy-api"
 	// The generic server's own request log (httplog) logs at -v=3; Handler logs every
 	// authorized request with its user at the default level.
 
@@ -147,8 +147,9 @@ func (s *Server) Run(ctx context.Context) error {
 	return s.generic.PrepareRun().RunWithContext(ctx)
 }
 
-// loggingAuthorizer logs every denied request with its user and attributes (authorized
-// requests are logged by the Handler, with their status).
+// loggingAuthorizer logs every denied request of a resource with its user and attributes
+// (denied non-resource requests, such as the aggregator's anonymous discovery probes, at
+// -v=1; authorized requests are logged by the Handler, with their status).
 type loggingAuthorizer struct{ authorizer.Authorizer }
 
 func (a loggingAuthorizer) Authorize(ctx context.Context, attrs authorizer.Attributes) (authorizer.Decision, string, error) {
@@ -158,11 +159,11 @@ func (a loggingAuthorizer) Authorize(ctx context.Context, attrs authorizer.Attri
 		if u := attrs.GetUser(); u != nil {
 			user, groups = u.GetName(), u.GetGroups()
 		}
-		what := attrs.GetPath()
+		what, log := attrs.GetPath(), klog.V(1) // discovery probes of the aggregator: anonymous
 		if attrs.IsResourceRequest() {
-			what = strings.Trim(attrs.GetResource()+"/"+attrs.GetSubresource(), "/") + " " + attrs.GetNamespace() + "/" + attrs.GetName()
+			what, log = strings.Trim(attrs.GetResource()+"/"+attrs.GetSubresource(), "/")+" "+attrs.GetNamespace()+"/"+attrs.GetName(), klog.V(0)
 		}
-		klog.InfoS("request denied", "user", user, "groups", groups, "verb", attrs.GetVerb(), "on", what, "reason", reason, "err", err)
+		log.InfoS("request denied", "user", user, "groups", groups, "verb", attrs.GetVerb(), "on", what, "reason", reason, "err", err)
 	}
 	return d, reason, err
 }
