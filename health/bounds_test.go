@@ -3,7 +3,9 @@ package health_test
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -209,8 +211,7 @@ func threadCPU() time.Duration {
 // evaluation error; "cost limit exceeded" when it would run over) within the CPU and
 // memory bounds, and never panics. Not parallel: it measures allocation.
 func TestEvaluationBounds(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
+	seed := boundsSeed(t)
 	r := rand.New(rand.NewPCG(seed, 11))
 	g := exprGen{r}
 	n := 40
@@ -223,18 +224,14 @@ func TestEvaluationBounds(t *testing.T) {
 	limited := 0
 	for i := range n {
 		expr := g.boolean(1 + r.IntN(3))
-		ev, err := health.NewEvaluator(nil, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ev = mustEvaluator(t, configMapRule(expr, ""))
+		ev := mustEvaluator(t, configMapRule(expr, ""))
 		obj := objects[i%len(objects)]
 		res, cpu, alloc := measure(ev, obj)
 		worstCPU, worstAlloc = max(worstCPU, cpu), max(worstAlloc, alloc)
 		if strings.Contains(res.Message, "cost limit exceeded") {
 			limited++
 		}
-		if cpu > maxEvalCPU*cpuScale || alloc > maxEvalAlloc {
+		if cpu > maxEvalCPU*cpuScale || alloc > maxEvalAlloc*allocScale {
 			t.Errorf("%s\n  on a %d-byte object: %v CPU, %d MiB allocated (%v %q)", expr, objSize(obj), cpu, alloc>>20, res.Outcome, res.Message)
 		}
 		if strings.Contains(res.Message, "internal error") {
@@ -242,6 +239,27 @@ func TestEvaluationBounds(t *testing.T) {
 		}
 	}
 	t.Logf("%d expressions: worst %v CPU, %d MiB allocated; %d stopped by the cost limit", n, worstCPU, worstAlloc>>20, limited)
+}
+
+// boundsSeed is the seed of TestEvaluationBounds: fixed, so that make test is
+// repeatable, unless HEALTH_BOUNDS_SEED names another one or says "random" (a
+// wider search, run by hand; a failing seed is printed and can be replayed).
+func boundsSeed(t *testing.T) uint64 {
+	t.Helper()
+	seed := uint64(20261130)
+	switch v := os.Getenv("HEALTH_BOUNDS_SEED"); v {
+	case "":
+	case "random":
+		seed = uint64(time.Now().UnixNano())
+	default:
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatalf("HEALTH_BOUNDS_SEED=%q: want a number or \"random\"", v)
+		}
+		seed = n
+	}
+	t.Logf("seed %d (replay with HEALTH_BOUNDS_SEED=%d)", seed, seed)
+	return seed
 }
 
 func objSize(obj map[string]any) int {
@@ -343,7 +361,7 @@ func TestHostileExpressionsWithinBounds(t *testing.T) {
 		ev := mustEvaluator(t, configMapRule(expr, ""))
 		res, cpu, alloc := measure(ev, obj)
 		worstCPU, worstAlloc = max(worstCPU, cpu), max(worstAlloc, alloc)
-		if cpu > maxEvalCPU*cpuScale || alloc > maxEvalAlloc || strings.Contains(res.Message, "internal error") {
+		if cpu > maxEvalCPU*cpuScale || alloc > maxEvalAlloc*allocScale || strings.Contains(res.Message, "internal error") {
 			t.Errorf("%s: %v CPU, %d MiB allocated (%v %q)", expr, cpu, alloc>>20, res.Outcome, res.Message)
 		}
 	}

@@ -23,7 +23,7 @@ func TestQuadraticListFunctionsBounded(t *testing.T) {
 	} {
 		ev := mustEvaluator(t, configMapRule(expr, ""))
 		res, cpu, alloc := measure(ev, obj)
-		if cpu > maxEvalCPU*cpuScale || alloc > maxEvalAlloc || !strings.Contains(res.Message, "cost limit exceeded") {
+		if cpu > maxEvalCPU*cpuScale || alloc > maxEvalAlloc*allocScale || !strings.Contains(res.Message, "cost limit exceeded") {
 			t.Errorf("%s: %v CPU, %d MiB, %v %q; want the cost limit within the bounds", expr, cpu, alloc>>20, res.Outcome, res.Message)
 		}
 	}
@@ -40,7 +40,7 @@ func TestListGrowthThroughConcatenation(t *testing.T) {
 	expr := "(" + strings.Repeat("object.items + ", 199) + "object.items) == ['x']"
 	ev := mustEvaluator(t, configMapRule(expr, ""))
 	res, cpu, alloc := measure(ev, map[string]any{"items": items})
-	if cpu > maxEvalCPU*cpuScale || alloc > maxEvalAlloc || !strings.Contains(res.Message, "cost limit exceeded") {
+	if cpu > maxEvalCPU*cpuScale || alloc > maxEvalAlloc*allocScale || !strings.Contains(res.Message, "cost limit exceeded") {
 		t.Errorf("%v CPU, %d MiB, %v %q; want the cost limit within the bounds", cpu, alloc>>20, res.Outcome, res.Message)
 	}
 }

@@ -2,5 +2,8 @@
 
 package health_test
 
-// cpuScale stretches the CPU bound of TestEvaluationBounds (see race_on_test.go).
-const cpuScale = 1
+// cpuScale and allocScale stretch the bounds of the bounds tests (see race_on_test.go).
+const (
+	cpuScale   = 1
+	allocScale = 1
+)
