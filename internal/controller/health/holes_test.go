@@ -1,14 +1,12 @@
 package health
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
@@ -233,20 +231,6 @@ func TestDroppedHookVanishes(t *testing.T) {
 	}
 }
 
-// staleReleaseReader serves a Release that was deleted meanwhile, as a lagging cache.
-type staleReleaseReader struct {
-	client.Reader
-	rel *v1alpha1.Release
-}
-
-func (r staleReleaseReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	if rel, ok := obj.(*v1alpha1.Release); ok {
-		r.rel.DeepCopyInto(rel)
-		return nil
-	}
-	return r.Reader.Get(ctx, key, obj, opts...)
-}
-
 // TestReleaseDeletedMidPassIsQuiet: a Release deleted after the cache served it makes
 // the status write fail with NotFound: an expected race, a quiet retry.
 func TestReleaseDeletedMidPassIsQuiet(t *testing.T) {
@@ -255,7 +239,7 @@ func TestReleaseDeletedMidPassIsQuiet(t *testing.T) {
 	f.release(nil, 0)
 	stale := f.getRelease()
 	must(t, env.Client.Delete(f.ctx, stale))
-	f.h.Reader = staleReleaseReader{Reader: env.Client, rel: stale}
+	f.h.Reader = staleReader{Reader: env.Client, stale: stale}
 	if _, err := f.h.syncHandler(f.ctx, f.key); !base.IsQuiet(err) {
 		t.Fatalf("pass = %v, want a quiet error", err)
 	}

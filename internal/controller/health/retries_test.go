@@ -202,7 +202,7 @@ func TestHookWriteConflictIsAQuietRetry(t *testing.T) {
 	// The controller-manager records one more hook: the cache has not seen it yet.
 	f.job("other")
 	f.hooks(hook{name: "pre", kind: "Job", workload: "migrate", createdAt: t0}, hook{name: "post", kind: "Job", workload: "other", createdAt: t0})
-	f.h.Reader = staleInventoryReader{Reader: env.Client, inv: stale}
+	f.h.Reader = staleReader{Reader: env.Client, stale: stale}
 	countConflicts := func() float64 {
 		return testutil.ToFloat64(writeConflicts.WithLabelValues("hooks")) + testutil.ToFloat64(writeConflicts.WithLabelValues("sync-owed"))
 	}
@@ -243,7 +243,7 @@ func TestHookAndEntryWritesChainResourceVersions(t *testing.T) {
 	f.job("migrate", complete("done")...)
 	f.hooks(hook{name: "pre", kind: "Job", workload: "migrate", createdAt: t0})
 	// A cache that never sees the observer's writes: each pass starts from this copy.
-	f.h.Reader = staleInventoryReader{Reader: env.Client, inv: f.getInventory()}
+	f.h.Reader = staleReader{Reader: env.Client, stale: f.getInventory()}
 	f.pass()
 	f.expectHook("pre", v1alpha1.HookSucceeded, "CompletionsReached: done")
 	f.expectEntry("a", v1alpha1.StateProgressing, "ready=false")

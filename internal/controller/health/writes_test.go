@@ -3,6 +3,7 @@ package health
 import (
 	"context"
 	"errors"
+	"reflect"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -74,15 +75,16 @@ func TestWriteNeverRecreatesADeletedInventory(t *testing.T) {
 	}
 }
 
-// staleInventoryReader serves a fixed, old ReleaseInventory, as a lagging cache would.
-type staleInventoryReader struct {
+// staleReader serves a fixed, old copy of one object (a Release or a ReleaseInventory)
+// for every Get of that object's type, as a lagging cache would; other reads go through.
+type staleReader struct {
 	client.Reader
-	inv *v1alpha1.ReleaseInventory
+	stale client.Object
 }
 
-func (r staleInventoryReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	if inv, ok := obj.(*v1alpha1.ReleaseInventory); ok {
-		r.inv.DeepCopyInto(inv)
+func (r staleReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if reflect.TypeOf(obj) == reflect.TypeOf(r.stale) {
+		reflect.ValueOf(obj).Elem().Set(reflect.ValueOf(r.stale.DeepCopyObject()).Elem())
 		return nil
 	}
 	return r.Reader.Get(ctx, key, obj, opts...)
@@ -100,7 +102,7 @@ func TestStaleCacheNeverRevivesADroppedEntry(t *testing.T) {
 	f.inventory(cm("a", 0, ""), cm("b", 0, ""))
 	stale := f.getInventory()
 	f.inventory(cm("a", 0, "")) // b dropped before the observer ever wrote it
-	f.h.Reader = staleInventoryReader{Reader: env.Client, inv: stale}
+	f.h.Reader = staleReader{Reader: env.Client, stale: stale}
 	if _, err := f.h.syncHandler(f.ctx, f.key); err == nil {
 		t.Fatal("a pass on a stale inventory wrote it")
 	}
