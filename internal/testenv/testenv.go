@@ -93,6 +93,9 @@ type Options struct {
 	// (front-proxy) flags and proxy client certificate, so that it can proxy to an
 	// aggregated API server registered with Aggregation.RegisterAPIService.
 	Aggregation *Aggregation
+	// APIServerArgs are more kube-apiserver flags (name without "--" → value), e.g.
+	// {"watch-cache": "false"} so that watches are served by etcd itself.
+	APIServerArgs map[string]string
 }
 
 // StartWith is Start with options.
@@ -117,6 +120,9 @@ func start(withCRDs bool, o Options) (*Env, error) {
 		for k, v := range o.Aggregation.APIServerArgs() {
 			args.Set(k, v)
 		}
+	}
+	for k, v := range o.APIServerArgs {
+		e.ControlPlane.GetAPIServer().Configure().Set(k, v)
 	}
 	if withCRDs {
 		e.CRDDirectoryPaths = []string{filepath.Join(root, "config", "crd", "bases")}
@@ -169,6 +175,10 @@ func (e *Env) AddUser(name string, groups ...string) (*rest.Config, error) {
 	}
 	return rest.CopyConfig(u.Config()), nil
 }
+
+// EtcdURL returns the client URL of this control plane's etcd (plain HTTP on
+// 127.0.0.1), for tests that act on etcd itself, such as a compaction.
+func (e *Env) EtcdURL() string { return e.env.ControlPlane.Etcd.URL.String() }
 
 // StopAPIServer stops kube-apiserver alone (etcd keeps the data), to make the cluster
 // unreachable; StartAPIServer starts it again on the same address and certificates.

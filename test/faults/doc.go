@@ -11,6 +11,9 @@
 //     high rate, so the observer's preconditioned writes conflict;
 //   - syncdown: the sync endpoint is down (connection refused) for a while;
 //   - kill: the observer is killed with SIGKILL at a random point and restarted;
+//   - compact: etcd is compacted at its head and the observer's connections are dropped,
+//     so its watches resume from compacted resourceVersions, get 410 Gone and re-list
+//     (kube-apiserver runs without its watch cache, so that etcd serves the watches);
 //   - apiserver: kube-apiserver is stopped and started again (etcd keeps the data).
 //
 // After every round the invariants of the issue are checked from the API server and

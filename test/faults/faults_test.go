@@ -53,6 +53,7 @@ func TestFaults(t *testing.T) {
 		{"conflicts", injectConflicts},
 		{"syncdown", injectSyncDown},
 		{"kill", injectKill},
+		{"compact", injectCompact},
 		{"apiserver", injectAPIServerRestart},
 	}
 	if !long {
@@ -208,6 +209,32 @@ func injectKill(t *testing.T, w *world, _ string) func() time.Time {
 	}
 	restarted := time.Now()
 	return func() time.Time { return restarted }
+}
+
+// injectCompact writes a little outside the observer's namespace (so that its watches
+// lag etcd's head), compacts etcd at its current revision and drops the observer's
+// connections: every watch resumes from a compacted resourceVersion, gets 410 Gone
+// ("too old resource version") and re-lists. The round fails when no watch got a 410,
+// so a compaction that misses the observer cannot pass for one that hit it.
+func injectCompact(t *testing.T, w *world, _ string) func() time.Time {
+	ctx := context.Background()
+	before := w.proxy.gone.Load()
+	for i := range 3 {
+		cm := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+			"metadata": map[string]any{"name": "faults-churn", "namespace": "default"}, "data": map[string]any{"n": fmt.Sprint(i)}}}
+		must(t, kube().Apply(ctx, client.ApplyConfigurationFromUnstructured(cm), client.FieldOwner("fault-churn"), client.ForceOwnership))
+	}
+	rev, err := compactEtcd(ctx)
+	must(t, err)
+	w.proxy.dropConnections()
+	return now(func() {
+		n := w.proxy.gone.Load() - before
+		if n == 0 {
+			t.Errorf("etcd compacted at revision %d, but no watch of the observer got 410 Gone: none had to re-list", rev)
+			return
+		}
+		t.Logf("etcd compacted at revision %d: %d watches of the observer got 410 Gone and re-listed", rev, n)
+	})
 }
 
 // injectAPIServerRestart stops kube-apiserver (etcd keeps the data) and starts it again

@@ -1,6 +1,7 @@
 package faults
 
 import (
+	"bytes"
 	"crypto/tls"
 	"fmt"
 	"io"
@@ -44,6 +45,9 @@ type faultProxy struct {
 	release  chan struct{} // closed when the current fault ends: hung requests return
 	injected atomic.Int64
 	total    atomic.Int64
+	// gone counts the watches that ended with 410 Gone (a resourceVersion compacted
+	// away): an HTTP 410, or an ERROR event of code 410 in the stream.
+	gone     atomic.Int64
 	upstream atomic.Pointer[http.RoundTripper]
 }
 
@@ -74,6 +78,14 @@ func newFaultProxy(t *testing.T, upstream *rest.Config) *faultProxy {
 	p := &faultProxy{release: make(chan struct{})}
 	if err := p.setUpstream(upstream); err != nil {
 		t.Fatal(err)
+	}
+	rp.ModifyResponse = func(resp *http.Response) error {
+		if resp.StatusCode == http.StatusGone {
+			p.gone.Add(1)
+		} else if resp.Request.URL.Query().Get("watch") == "true" {
+			resp.Body = &goneScanner{ReadCloser: resp.Body, gone: &p.gone}
+		}
+		return nil
 	}
 	rp.Transport = roundTripperFunc(func(r *http.Request) (*http.Response, error) { return (*p.upstream.Load()).RoundTrip(r) })
 	p.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -113,6 +125,32 @@ func newFaultProxy(t *testing.T, upstream *rest.Config) *faultProxy {
 	t.Cleanup(func() { p.set(modeNone, 0); p.srv.CloseClientConnections(); p.srv.Close() })
 	return p
 }
+
+// goneScanner counts the ERROR events of code 410 in a watch stream.
+type goneScanner struct {
+	io.ReadCloser
+	gone *atomic.Int64
+	tail []byte // the end of the previous read: a match may span two reads
+}
+
+var gone410 = []byte(`"code":410`)
+
+func (g *goneScanner) Read(b []byte) (int, error) {
+	n, err := g.ReadCloser.Read(b)
+	if n > 0 {
+		buf := append(g.tail, b[:n]...)
+		if bytes.Contains(buf, gone410) {
+			g.gone.Add(1)
+			buf = nil
+		}
+		g.tail = append([]byte(nil), buf[max(0, len(buf)-len(gone410)):]...)
+	}
+	return n, err
+}
+
+// dropConnections closes every client connection: the observer's watches end and
+// resume from their last resourceVersion.
+func (p *faultProxy) dropConnections() { p.srv.CloseClientConnections() }
 
 func writeStatus(w http.ResponseWriter, code int, reason, message string) {
 	w.Header().Set("Content-Type", "application/json")
