@@ -86,7 +86,7 @@ func main() {
 		log.Error(err, "loading the kubeconfig")
 		os.Exit(1)
 	}
-	mgr, _, err := observer.New(ctx, cfg, o)
+	mgr, err := observer.New(ctx, cfg, o)
 	if err != nil {
 		log.Error(err, "setting up convoy-observer")
 		os.Exit(1)

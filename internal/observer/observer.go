@@ -15,9 +15,11 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -112,7 +114,7 @@ func LeaseName(shards []string) string {
 var nonLabel = regexp.MustCompile(`[^a-z0-9-]+`)
 
 // New returns a manager running the health loop, not yet started (call Start).
-func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, *base.Controller, error) {
+func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, error) {
 	cfg = rest.CopyConfig(cfg)
 	if o.QPS > 0 {
 		cfg.QPS = o.QPS
@@ -136,6 +138,9 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, *ba
 		LeaderElectionID:              LeaseName(gate.Shards()),
 		LeaderElectionNamespace:       o.LeaderElectionNamespace,
 		LeaderElectionReleaseOnCancel: true,
+		// controller-runtime refuses a second controller of one name in a process (their
+		// metrics would mix); a replica has one, but tests run replicas side by side.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	}
 	if o.LeaseDuration > 0 {
 		opts.LeaseDuration = &o.LeaseDuration
@@ -162,11 +167,11 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, *ba
 	}
 	mgr, err := ctrl.NewManager(cfg, opts)
 	if err != nil {
-		return nil, nil, fmt.Errorf("creating the manager: %w", err)
+		return nil, fmt.Errorf("creating the manager: %w", err)
 	}
 	secrets, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return nil, nil, fmt.Errorf("creating the Secret client: %w", err)
+		return nil, fmt.Errorf("creating the Secret client: %w", err)
 	}
 	if o.TargetQPS <= 0 {
 		o.TargetQPS = o.QPS
@@ -200,15 +205,14 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, *ba
 	// Events (events.k8s.io/v1) through the manager's recorder: its broadcaster merges
 	// repeats of one Event into a series.
 	h.Events = mgr.GetEventRecorder(EventSource)
-	c, err := h.SetupWithManager(ctx, mgr, max(o.Workers, 1))
-	if err != nil {
-		return nil, nil, fmt.Errorf("setting up the health loop: %w", err)
+	if _, err := h.SetupWithManager(ctx, mgr, o.Workers); err != nil {
+		return nil, fmt.Errorf("setting up the health loop: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return mgr, c, nil
+	return mgr, nil
 }

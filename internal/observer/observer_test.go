@@ -83,7 +83,7 @@ func replicaWithManager(t *testing.T, ns string, o observer.Options) (*writes, f
 	o.Namespaces = []string{ns}
 	o.WrapWriter = w.wrap
 	ctx, cancel := context.WithCancel(context.Background())
-	mgr, _, err := observer.New(ctx, env.Config, o)
+	mgr, err := observer.New(ctx, env.Config, o)
 	if err != nil {
 		t.Fatal(err)
 	}

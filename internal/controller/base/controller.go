@@ -3,31 +3,50 @@ package base
 import (
 	"context"
 	"errors"
-	"fmt"
+	"strings"
 	"sync"
 	"time"
 
-	"github.com/go-logr/logr"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
-	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 )
 
 // Per-item retry backoff after a transient error: 5ms, 10ms, 20ms, ... doubling up to
 // 1000s (the 18th failure waits 10m55.36s, later ones 16m40s; client-go saturates, so
-// the delay never overflows to 0). Forget resets it to 5ms.
+// the delay never overflows to 0). Forget (a success, or a scheduled re-check) resets it
+// to 5ms.
 const (
 	retryBaseDelay = 5 * time.Millisecond
 	retryMaxDelay  = 1000 * time.Second
 )
 
-// NewRateLimiter returns the per-item retry limiter of one queue. Every queue gets its
-// own instance: a limiter shared by two queues lets a success in one reset the backoff
-// of the other (shared/cases 26). There is no token bucket: periodic re-checks use
-// AddAfter and retries are per item, so a bucket would only stretch them (cases 25).
-func NewRateLimiter() workqueue.TypedRateLimiter[string] {
-	return workqueue.NewTypedItemExponentialFailureRateLimiter[string](retryBaseDelay, retryMaxDelay)
+// NewRateLimiter returns the per-item retry limiter of one controller's queue. Every
+// controller gets its own instance: a limiter shared by two queues lets a success in one
+// reset the backoff of the other (shared/cases 26). There is no token bucket (unlike
+// controller-runtime's default): periodic re-checks use RequeueAfter and retries are per
+// item, so a bucket would only stretch them (shared/cases 25).
+func NewRateLimiter() workqueue.TypedRateLimiter[reconcile.Request] {
+	return workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](retryBaseDelay, retryMaxDelay)
+}
+
+// ControllerOptions returns the options of a loop's controller-runtime controller:
+// workers concurrent passes (at least 1; a key is never synced by two at once), its own
+// NewRateLimiter, panics recovered into a rate-limited retry, and leader election (only
+// the elected replica of a shard set runs passes). EnableWarmup starts the watches on
+// standby replicas too, so a new leader starts with synced caches.
+func ControllerOptions(workers int) controller.Options {
+	yes := true
+	return controller.Options{
+		MaxConcurrentReconciles: max(workers, 1),
+		RateLimiter:             NewRateLimiter(),
+		RecoverPanic:            &yes,
+		NeedLeaderElection:      &yes,
+		EnableWarmup:            &yes,
+	}
 }
 
 // Result is what a sync function asks of the queue beyond success or failure.
@@ -38,17 +57,10 @@ type Result struct {
 }
 
 // SyncFunc does one pass for one key (namespace/name). A non-nil error is transient:
-// the key is retried with the rate limiter. Wrap an error with Terminal to log it and
-// drop the key instead.
+// the key is retried with the rate limiter and the error logged. Wrap an error with
+// reconcile.TerminalError to log it and not retry, or with Quiet to retry it without an
+// error-level line.
 type SyncFunc func(ctx context.Context, key string) (Result, error)
-
-type terminalError struct{ err error }
-
-func (e terminalError) Error() string { return e.err.Error() }
-func (e terminalError) Unwrap() error { return e.err }
-
-// Terminal marks err as not worth a retry.
-func Terminal(err error) error { return terminalError{err} }
 
 type quietError struct{ err error }
 
@@ -67,134 +79,74 @@ func IsQuiet(err error) bool {
 	return errors.As(err, &q)
 }
 
-// Controller runs workers over a rate-limited work queue of keys. It implements
-// manager.Runnable and needs leader election.
-type Controller struct {
-	// Name names the controller in logs and in the queue's metrics.
-	Name string
-	// Workers is the number of concurrent workers; a key is never synced by two at once.
-	Workers int
-	// SyncHandler is the pass; a field so tests can replace or wrap it.
-	SyncHandler SyncFunc
-	// HasSynced reports whether the caches the pass reads from are ready; nil means ready.
-	HasSynced []func() bool
-	// Log is the controller's logger.
-	Log logr.Logger
-
-	Queue workqueue.TypedRateLimitingInterface[string]
-
-	startOnce sync.Once
+// Reconciler runs a SyncFunc as a controller-runtime reconciler; the controller's queue
+// then does what STYLE.md asks of a worker: Forget on success, a rate-limited retry on a
+// transient error (logged at error level by controller-runtime), none on a
+// reconcile.TerminalError, Forget-then-AddAfter for Result.RequeueAfter (shared/cases 24).
+// A Quiet error becomes a rate-limited requeue without an error, logged at V(1).
+type Reconciler struct {
+	// Sync is the pass; a field so tests can replace or wrap it.
+	Sync SyncFunc
 }
 
-// NewController returns a controller with its own queue and rate limiter.
-func NewController(name string, workers int, sync SyncFunc) *Controller {
-	if workers < 1 {
-		workers = 1
+// Reconcile does one pass for req, keyed namespace/name (name alone without a namespace).
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	key := req.Name
+	if req.Namespace != "" {
+		key = req.Namespace + "/" + req.Name
 	}
-	return &Controller{
-		Name:        name,
-		Workers:     workers,
-		SyncHandler: sync,
-		Log:         ctrl.Log.WithName(name),
-		Queue: workqueue.NewTypedRateLimitingQueueWithConfig(NewRateLimiter(),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: name}),
-	}
-}
-
-// Enqueue adds key now.
-func (c *Controller) Enqueue(key string) { c.Queue.Add(key) }
-
-// NeedLeaderElection makes the manager run the loop on the elected leader only.
-func (c *Controller) NeedLeaderElection() bool { return true }
-
-// Start waits for the caches, runs the workers until ctx ends, then shuts the queue
-// down and waits for the workers to finish their current pass.
-func (c *Controller) Start(ctx context.Context) error {
-	started := false
-	c.startOnce.Do(func() { started = true })
-	if !started {
-		return fmt.Errorf("controller %s already started", c.Name)
-	}
-	defer utilruntime.HandleCrash()
-	c.Log.Info("starting", "workers", c.Workers)
-	for _, synced := range c.HasSynced {
-		if !waitFor(ctx, synced) {
-			c.Queue.ShutDown()
-			return fmt.Errorf("controller %s: caches did not sync: %w", c.Name, ctx.Err())
-		}
-	}
-	var wg sync.WaitGroup
-	for i := 0; i < c.Workers; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			wait.UntilWithContext(ctx, c.runWorker, time.Second)
-		}()
-	}
-	<-ctx.Done()
-	c.Queue.ShutDown()
-	wg.Wait()
-	c.Log.Info("stopped")
-	return nil
-}
-
-func waitFor(ctx context.Context, cond func() bool) bool {
-	err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(context.Context) (bool, error) {
-		return cond(), nil
-	})
-	return err == nil
-}
-
-func (c *Controller) runWorker(ctx context.Context) {
-	for c.ProcessNextWorkItem(ctx) {
-	}
-}
-
-// ProcessNextWorkItem takes one key, syncs it and handles the outcome. It returns
-// false when the queue is shut down. Tests call it to drive exactly one pass.
-func (c *Controller) ProcessNextWorkItem(ctx context.Context) bool {
-	key, quit := c.Queue.Get()
-	if quit {
-		return false
-	}
-	defer c.Queue.Done(key)
-	res, err := c.safeSync(ctx, key)
-	c.handleErr(key, res, err)
-	return true
-}
-
-// safeSync turns a panic in one pass into an error, so one odd object never kills the
-// worker.
-func (c *Controller) safeSync(ctx context.Context, key string) (res Result, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("panic in sync of %s: %v", key, r)
-		}
-	}()
-	return c.SyncHandler(ctx, key)
-}
-
-func (c *Controller) handleErr(key string, res Result, err error) {
-	log := c.Log.WithValues("release", key)
+	res, err := r.Sync(ctx, key)
 	switch {
-	case err == nil && res.RequeueAfter > 0:
-		c.Queue.Forget(key)
-		c.Queue.AddAfter(key, res.RequeueAfter)
-	case err == nil:
-		c.Queue.Forget(key)
-	case isTerminal(err):
-		log.Error(err, "dropping key after a terminal error")
-		c.Queue.Forget(key)
-	case IsQuiet(err):
-		log.V(1).Info("pass requeued", "reason", err.Error(), "retries", c.Queue.NumRequeues(key))
-		c.Queue.AddRateLimited(key)
-	default:
-		log.Error(err, "pass failed, retrying", "retries", c.Queue.NumRequeues(key))
-		c.Queue.AddRateLimited(key)
+	case err != nil && IsQuiet(err):
+		logf.FromContext(ctx).V(1).Info("pass requeued", "reason", err.Error())
+		// Requeue is deprecated for reconcilers that wait for something; here it is the
+		// one way to get a rate-limited retry without controller-runtime's error line.
+		return reconcile.Result{Requeue: true}, nil //nolint:staticcheck // see above
+	case err != nil:
+		return reconcile.Result{}, err
+	}
+	return reconcile.Result{RequeueAfter: res.RequeueAfter}, nil
+}
+
+// Enqueuer adds keys to a controller's queue from outside its watches (changes of
+// target objects, a rebuilt cluster). Source is its controller-runtime source; until the
+// controller has started it, Enqueue drops keys (the controller's first list queues
+// every Release anyway).
+type Enqueuer struct {
+	mu    sync.Mutex
+	queue workqueue.TypedRateLimitingInterface[reconcile.Request]
+}
+
+// Source returns the source to pass to the builder's WatchesRawSource.
+func (e *Enqueuer) Source() source.Source {
+	return source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		e.queue = q
+		return nil
+	})
+}
+
+// Enqueue adds key (namespace/name) now; it never blocks.
+func (e *Enqueuer) Enqueue(key string) { e.Add(RequestOf(key)) }
+
+// Add adds reqs now; it never blocks.
+func (e *Enqueuer) Add(reqs ...reconcile.Request) {
+	e.mu.Lock()
+	q := e.queue
+	e.mu.Unlock()
+	if q == nil {
+		return
+	}
+	for _, r := range reqs {
+		q.Add(r)
 	}
 }
 
-func isTerminal(err error) bool {
-	var t terminalError
-	return errors.As(err, &t)
+// RequestOf returns the request of the key namespace/name (or name).
+func RequestOf(key string) reconcile.Request {
+	if ns, name, ok := strings.Cut(key, "/"); ok {
+		return reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}
+	}
+	return reconcile.Request{NamespacedName: types.NamespacedName{Name: key}}
 }

@@ -1,22 +1,29 @@
-package base
+package base_test
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/kumodo/convoy-observer/internal/controller/base"
+	"github.com/kumodo/convoy-observer/internal/controller/base/basetest"
 )
+
+var app1 = base.RequestOf("demo/app1")
 
 // TestRateLimiterSaturates: 5ms doubling to 1000s; the 18th failure waits 10m55.36s and
 // every later one 16m40s, never 0 or negative; Forget starts over (shared/cases 23).
 func TestRateLimiterSaturates(t *testing.T) {
 	t.Parallel()
-	rl := NewRateLimiter()
+	rl := base.NewRateLimiter()
 	for i := 1; i <= 100; i++ {
-		d := rl.When("k")
+		d := rl.When(app1)
 		switch {
 		case i == 1 && d != 5*time.Millisecond:
 			t.Fatalf("failure 1 waits %v", d)
@@ -28,8 +35,8 @@ func TestRateLimiterSaturates(t *testing.T) {
 			t.Fatalf("failure %d waits %v", i, d)
 		}
 	}
-	rl.Forget("k")
-	if d := rl.When("k"); d != 5*time.Millisecond {
+	rl.Forget(app1)
+	if d := rl.When(app1); d != 5*time.Millisecond {
 		t.Fatalf("after Forget: %v", d)
 	}
 }
@@ -38,82 +45,83 @@ func TestRateLimiterSaturates(t *testing.T) {
 // count, so the next error retries from the base delay (shared/cases 24).
 func TestScheduledRecheckForgets(t *testing.T) {
 	t.Parallel()
-	fail := true
-	c := NewController("test-forget", 1, func(context.Context, string) (Result, error) {
-		if fail {
-			return Result{}, errors.New("evaluation failed")
-		}
-		return Result{RequeueAfter: time.Hour}, nil
-	})
-	defer c.Queue.ShutDown()
-	ctx := context.Background()
-	for i := 0; i < 19; i++ {
-		res, err := c.safeSync(ctx, "demo/app1")
-		c.handleErr("demo/app1", res, err)
+	loop := basetest.Start(t, func(context.Context, string) (base.Result, error) {
+		return base.Result{RequeueAfter: time.Hour}, nil
+	}, logr.Discard())
+	for i := 0; i < 19; i++ { // 19 earlier failures
+		loop.Limiter().When(app1)
 	}
-	if n := c.Queue.NumRequeues("demo/app1"); n != 19 {
-		t.Fatalf("requeues = %d, want 19", n)
+	loop.Enqueue("demo/app1")
+	if out := loop.Step(t); out.Err != nil || out.Result.RequeueAfter != time.Hour {
+		t.Fatalf("pass = %+v", out)
 	}
-	fail = false
-	res, err := c.safeSync(ctx, "demo/app1")
-	c.handleErr("demo/app1", res, err)
-	if n := c.Queue.NumRequeues("demo/app1"); n != 0 {
-		t.Fatalf("requeues after a scheduled re-check = %d, want 0", n)
+	if adds := loop.Adds("demo/app1"); adds[len(adds)-1].After != time.Hour {
+		t.Fatalf("the re-check was not scheduled an hour out: %+v", adds)
+	}
+	if d := loop.Limiter().When(app1); d != 5*time.Millisecond {
+		t.Fatalf("the first error after a scheduled re-check waits %v, want 5ms", d)
 	}
 }
 
-// TestQueuesHaveTheirOwnLimiter: a success in one queue never resets the backoff of the
-// same key in another (shared/cases 26).
-func TestQueuesHaveTheirOwnLimiter(t *testing.T) {
+// TestLoopsHaveTheirOwnLimiter: a success in one loop never resets the backoff of the
+// same key in another (shared/cases 26): each controller's options carry a limiter of
+// their own.
+func TestLoopsHaveTheirOwnLimiter(t *testing.T) {
 	t.Parallel()
-	a := NewController("test-a", 1, nil)
-	b := NewController("test-b", 1, nil)
-	defer a.Queue.ShutDown()
-	defer b.Queue.ShutDown()
+	a, b := base.ControllerOptions(1).RateLimiter, base.ControllerOptions(1).RateLimiter
 	for i := 0; i < 3; i++ {
-		a.handleErr("demo/app1", Result{}, errors.New("x"))
+		a.When(app1)
 	}
-	b.handleErr("demo/app1", Result{}, nil) // success: Forget in b
-	if n := a.Queue.NumRequeues("demo/app1"); n != 3 {
-		t.Fatalf("a's failure count = %d after b's success, want 3", n)
+	b.Forget(app1) // a success in b
+	if d := a.When(app1); d != 40*time.Millisecond {
+		t.Fatalf("a's 4th failure waits %v after b's success, want 40ms", d)
 	}
 }
 
-// TestPanicIsAnError: a panicking pass is retried and the worker survives.
+// TestPanicIsAnError: a panicking pass is retried with the rate limiter and the worker
+// survives.
 func TestPanicIsAnError(t *testing.T) {
 	t.Parallel()
 	calls := 0
-	c := NewController("test-panic", 1, func(context.Context, string) (Result, error) {
+	loop := basetest.Start(t, func(context.Context, string) (base.Result, error) {
 		calls++
 		if calls == 1 {
 			var m map[string]int
 			m["boom"]++ // nil map write panics
 		}
-		return Result{}, nil
-	})
-	defer c.Queue.ShutDown()
-	c.Enqueue("demo/app1")
-	if !c.ProcessNextWorkItem(context.Background()) {
-		t.Fatal("queue shut down")
+		return base.Result{}, nil
+	}, logr.Discard())
+	loop.Enqueue("demo/app1")
+	if out := loop.Step(t); !out.Panicked {
+		t.Fatalf("pass = %+v, want a panic", out)
 	}
-	if n := c.Queue.NumRequeues("demo/app1"); n != 1 {
+	if n := loop.NumRequeues("demo/app1"); n != 1 {
 		t.Fatalf("a panic was not retried (requeues %d)", n)
+	}
+	if out := loop.Step(t); out.Panicked || out.Err != nil {
+		t.Fatalf("retry = %+v", out)
+	}
+	if n := loop.NumRequeues("demo/app1"); n != 0 {
+		t.Fatalf("a successful retry left %d requeues", n)
 	}
 }
 
 // TestTerminalErrorIsDropped: a terminal error is not retried.
 func TestTerminalErrorIsDropped(t *testing.T) {
 	t.Parallel()
-	c := NewController("test-terminal", 1, nil)
-	defer c.Queue.ShutDown()
-	c.handleErr("bad key", Result{}, Terminal(errors.New("malformed")))
-	if n := c.Queue.NumRequeues("bad key"); n != 0 || c.Queue.Len() != 0 {
-		t.Fatalf("terminal error requeued: %d, len %d", n, c.Queue.Len())
+	loop := basetest.Start(t, func(context.Context, string) (base.Result, error) {
+		return base.Result{}, reconcile.TerminalError(errors.New("malformed"))
+	}, logr.Discard())
+	loop.Enqueue("bad key")
+	loop.Step(t)
+	if n, adds := loop.NumRequeues("bad key"), loop.Adds("bad key"); n != 0 || len(adds) != 1 {
+		t.Fatalf("terminal error requeued: %d rate-limited, adds %+v", n, adds)
 	}
 }
 
 // errorSink records the messages logged at error level and at V(1).
 type errorSink struct {
+	mu            sync.Mutex
 	errors, debug []string
 }
 
@@ -122,30 +130,50 @@ func (s *errorSink) Enabled(int) bool               { return true }
 func (s *errorSink) WithValues(...any) logr.LogSink { return s }
 func (s *errorSink) WithName(string) logr.LogSink   { return s }
 func (s *errorSink) Info(level int, msg string, _ ...any) {
-	if level > 0 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if level > 0 && level < 5 { // controller-runtime says every pass at V(5)
 		s.debug = append(s.debug, msg)
 	}
 }
-func (s *errorSink) Error(_ error, msg string, _ ...any) { s.errors = append(s.errors, msg) }
+func (s *errorSink) Error(_ error, msg string, _ ...any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.errors = append(s.errors, msg)
+}
+func (s *errorSink) get() (errors, debug []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.errors...), append([]string(nil), s.debug...)
+}
 
 // TestQuietErrorIsRetriedAtV1: a Quiet error is retried with the rate limiter like any
-// transient error, and logged at V(1), never at error level.
+// transient error, and logged at V(1), never at error level; a transient error is
+// logged at error level.
 func TestQuietErrorIsRetriedAtV1(t *testing.T) {
 	t.Parallel()
-	c := NewController("test-quiet", 1, nil)
-	defer c.Queue.ShutDown()
 	sink := &errorSink{}
-	c.Log = logr.New(sink)
-	err := fmt.Errorf("applying hooks: %w", Quiet(errors.New("conflict")))
-	c.handleErr("demo/app1", Result{}, err)
-	if n := c.Queue.NumRequeues("demo/app1"); n != 1 {
+	loop := basetest.Start(t, func(_ context.Context, key string) (base.Result, error) {
+		if key == "demo/app1" {
+			return base.Result{}, fmt.Errorf("applying hooks: %w", base.Quiet(errors.New("conflict")))
+		}
+		return base.Result{}, errors.New("loud")
+	}, logr.New(sink))
+	loop.Enqueue("demo/app1")
+	loop.Step(t)
+	if n := loop.NumRequeues("demo/app1"); n != 1 {
 		t.Fatalf("quiet error: %d rate-limited requeues, want 1", n)
 	}
-	if len(sink.errors) != 0 || len(sink.debug) != 1 {
-		t.Fatalf("quiet error logged errors %q, debug %q", sink.errors, sink.debug)
+	if errs, debug := sink.get(); len(errs) != 0 || len(debug) != 1 {
+		t.Fatalf("quiet error logged errors %q, debug %q", errs, debug)
 	}
-	c.handleErr("demo/app2", Result{}, errors.New("loud"))
-	if len(sink.errors) != 1 {
-		t.Fatalf("a transient error was not logged at error level: %q", sink.errors)
+	loop.Enqueue("demo/app2")
+	for loop.Step(t).Key != "demo/app2" { // app1's retry may come first
+	}
+	if errs, _ := sink.get(); len(errs) != 1 {
+		t.Fatalf("a transient error was not logged at error level: %q", errs)
+	}
+	if n := loop.NumRequeues("demo/app2"); n != 1 {
+		t.Fatalf("transient error: %d rate-limited requeues, want 1", n)
 	}
 }

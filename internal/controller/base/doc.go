@@ -1,7 +1,9 @@
 // Package base is the shared harness of convoy-observer's loops (the health loop, and the
-// drift loop beside it): a work queue of Release keys with the worker skeleton, the event
-// filters that decide which changes add a key, the shard gate, and the target-cluster
-// client cache.
+// drift loop beside it) on controller-runtime's controller: the options of a loop's
+// controller (its own rate limiter, workers, panic recovery, leader election), the
+// adapter from a sync function of one key to a Reconciler, the predicates and fan-out
+// maps that decide which changes add a key (CONTRACT §2), the shard gate, and the
+// target-cluster client cache.
 //
 // The target-cluster cache (ClusterCache with Watch) answers ObjectReader.Get from
 // informers, the way cluster-api's clustercache and gitops-engine's cluster cache do,
@@ -19,15 +21,21 @@
 //	cc.Track("ns/release", cluster, refs) // starts or stops informers
 //	obj, err := reader.Get(ctx, gvr, namespace, name)
 //
-// A loop is a Controller whose SyncHandler does one pass for one key:
+// A loop is a sync function of one namespace/name key, run by controller-runtime's
+// controller through Reconciler, with the watches and predicates of its events:
 //
-//	c := base.NewController("health", workers, h.syncHandler)
-//	mgr.Add(c) // runs workers after the caches sync, only on the leader
-//	handlers := base.ReleaseEventHandlers(c.Enqueue, lister)
+//	ctrl.NewControllerManagedBy(mgr).Named("health").
+//		For(&v1alpha1.Release{}, builder.WithPredicates(base.ReleasePredicate())).
+//		Watches(&v1alpha1.Cluster{}, handler.EnqueueRequestsFromMapFunc(fanOut.OfCluster), …).
+//		WatchesRawSource(enqueuer.Source()). // target changes, rebuilt clusters
+//		WithOptions(base.ControllerOptions(workers)).
+//		Complete(&base.Reconciler{Sync: h.syncHandler})
 //
-// Why its own worker skeleton rather than controller-runtime's Reconciler: the health
-// loop needs the three outcomes of STYLE.md (Forget on success, rate-limited retry on a
-// transient error, Forget-then-AddAfter for a scheduled re-check; shared/cases 24 and 25)
-// with test seams (the sync function, the enqueue function, HasSynced) that tests drive
-// directly, and one rate limiter per queue (shared/cases 26).
+// The outcomes of STYLE.md map onto the controller's queue: success Forgets the key, a
+// transient error is retried with the loop's NewRateLimiter (logged at error level), a
+// reconcile.TerminalError is not retried, Result.RequeueAfter Forgets and schedules the
+// re-check (shared/cases 24 and 25), and a Quiet error (a lost precondition race, a pass
+// cut off by shutdown) is retried with the rate limiter but logged at V(1). Each
+// controller gets its own limiter (shared/cases 26). Package basetest runs a sync
+// function in such a controller one pass at a time.
 package base

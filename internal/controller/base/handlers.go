@@ -6,12 +6,11 @@ import (
 	"reflect"
 
 	"github.com/go-logr/logr"
-	"k8s.io/apimachinery/pkg/api/meta"
-	toolscache "k8s.io/client-go/tools/cache"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
 )
 
@@ -89,160 +88,96 @@ func KeyOf(obj client.Object) string {
 	return obj.GetNamespace() + "/" + obj.GetName()
 }
 
-// EventSource registers the health loop's event handlers (CONTRACT §2, "Events that
-// add a key") on the informers of a controller-runtime cache.
-type EventSource struct {
-	// Cache supplies the informers; Reader lists Releases to fan rule-set and Cluster
-	// events out to (usually the same cache).
-	Cache  cache.Informers
-	Reader client.Reader
-	// Enqueue adds a key to the loop's queue.
-	Enqueue func(key string)
-	Log     logr.Logger
-	// Indexer, when set (the manager's field indexer, over the same cache as Reader),
-	// indexes Releases by spec.clusterRef.name, so a Cluster event lists only the
-	// Releases that reference it.
-	Indexer client.FieldIndexer
+// ReleasePredicate is the filter of Release events (CONTRACT §2): create and delete,
+// and the updates that ReleaseChanged reports.
+func ReleasePredicate() predicate.Predicate {
+	return predicate.TypedFuncs[client.Object]{UpdateFunc: func(e event.UpdateEvent) bool {
+		o, ok1 := e.ObjectOld.(*v1alpha1.Release)
+		c, ok2 := e.ObjectNew.(*v1alpha1.Release)
+		return ok1 && ok2 && ReleaseChanged(o, c)
+	}}
+}
 
-	indexed bool
+// InventoryPredicate is the filter of ReleaseInventory events (CONTRACT §2): create and
+// delete, and the updates that InventoryChanged reports.
+func InventoryPredicate() predicate.Predicate {
+	return predicate.TypedFuncs[client.Object]{UpdateFunc: func(e event.UpdateEvent) bool {
+		o, ok1 := e.ObjectOld.(*v1alpha1.ReleaseInventory)
+		c, ok2 := e.ObjectNew.(*v1alpha1.ReleaseInventory)
+		return ok1 && ok2 && InventoryChanged(o, c)
+	}}
+}
+
+// ClusterPredicate is the filter of Cluster events (CONTRACT §2): create and delete, and
+// the updates that ClusterChanged reports.
+func ClusterPredicate() predicate.Predicate {
+	return predicate.TypedFuncs[client.Object]{UpdateFunc: func(e event.UpdateEvent) bool {
+		o, ok1 := e.ObjectOld.(*v1alpha1.Cluster)
+		c, ok2 := e.ObjectNew.(*v1alpha1.Cluster)
+		return ok1 && ok2 && ClusterChanged(o, c)
+	}}
 }
 
 // ReleaseClusterField is the field index of Releases by spec.clusterRef.name.
 const ReleaseClusterField = "spec.clusterRef.name"
 
-// Register adds the handlers for Release, ReleaseInventory, GlobalHealthRuleSet,
-// HealthRuleSet and Cluster, and returns their HasSynced functions.
-func (s *EventSource) Register(ctx context.Context) ([]func() bool, error) {
-	if s.Indexer != nil {
-		if err := s.Indexer.IndexField(ctx, &v1alpha1.Release{}, ReleaseClusterField, func(o client.Object) []string {
-			if r, ok := o.(*v1alpha1.Release); ok {
-				return []string{r.Spec.ClusterRef.Name}
-			}
-			return nil
-		}); err != nil {
-			return nil, fmt.Errorf("indexing Releases by Cluster: %w", err)
+// IndexReleasesByCluster adds the ReleaseClusterField index to the manager's cache, so a
+// Cluster event lists only the Releases that reference it.
+func IndexReleasesByCluster(ctx context.Context, indexer client.FieldIndexer) error {
+	err := indexer.IndexField(ctx, &v1alpha1.Release{}, ReleaseClusterField, func(o client.Object) []string {
+		if r, ok := o.(*v1alpha1.Release); ok {
+			return []string{r.Spec.ClusterRef.Name}
 		}
-		s.indexed = true
-	}
-	var synced []func() bool
-	add := func(obj client.Object, h toolscache.ResourceEventHandler) error {
-		inf, err := s.Cache.GetInformer(ctx, obj)
-		if err != nil {
-			return fmt.Errorf("informer for %T: %w", obj, err)
-		}
-		reg, err := inf.AddEventHandler(h)
-		if err != nil {
-			return fmt.Errorf("handler for %T: %w", obj, err)
-		}
-		synced = append(synced, reg.HasSynced)
 		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("indexing Releases by Cluster: %w", err)
 	}
-	self := func(obj any) {
-		if o := objectOf(obj); o != nil {
-			s.Enqueue(KeyOf(o))
-		}
-	}
-	if err := add(&v1alpha1.Release{}, toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    self,
-		DeleteFunc: self,
-		UpdateFunc: func(old, cur any) {
-			o, ok1 := old.(*v1alpha1.Release)
-			c, ok2 := cur.(*v1alpha1.Release)
-			if ok1 && ok2 && ReleaseChanged(o, c) {
-				self(cur)
-			}
-		},
-	}); err != nil {
-		return nil, err
-	}
-	if err := add(&v1alpha1.ReleaseInventory{}, toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    self,
-		DeleteFunc: self,
-		UpdateFunc: func(old, cur any) {
-			o, ok1 := old.(*v1alpha1.ReleaseInventory)
-			c, ok2 := cur.(*v1alpha1.ReleaseInventory)
-			if ok1 && ok2 && InventoryChanged(o, c) {
-				self(cur)
-			}
-		},
-	}); err != nil {
-		return nil, err
-	}
-	all := func(any) { s.enqueueReleases(ctx, "", "") }
-	if err := add(&extv1alpha1.GlobalHealthRuleSet{}, toolscache.ResourceEventHandlerFuncs{
-		AddFunc: all, DeleteFunc: all, UpdateFunc: func(_, cur any) { all(cur) },
-	}); err != nil {
-		return nil, err
-	}
-	inNamespace := func(obj any) {
-		if o := objectOf(obj); o != nil {
-			s.enqueueReleases(ctx, o.GetNamespace(), "")
-		}
-	}
-	if err := add(&extv1alpha1.HealthRuleSet{}, toolscache.ResourceEventHandlerFuncs{
-		AddFunc: inNamespace, DeleteFunc: inNamespace, UpdateFunc: func(_, cur any) { inNamespace(cur) },
-	}); err != nil {
-		return nil, err
-	}
-	ofCluster := func(obj any) {
-		if o := objectOf(obj); o != nil {
-			s.enqueueReleases(ctx, o.GetNamespace(), o.GetName())
-		}
-	}
-	if err := add(&v1alpha1.Cluster{}, toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    ofCluster,
-		DeleteFunc: ofCluster,
-		UpdateFunc: func(old, cur any) {
-			o, ok1 := old.(*v1alpha1.Cluster)
-			c, ok2 := cur.(*v1alpha1.Cluster)
-			if ok1 && ok2 && ClusterChanged(o, c) {
-				ofCluster(cur)
-			}
-		},
-	}); err != nil {
-		return nil, err
-	}
-	return synced, nil
+	return nil
 }
 
-// EnqueueReleasesOf adds the keys of the Releases that reference the Cluster
-// namespace/name (a rebuilt cluster: its kubeconfig Secret changed).
-func (s *EventSource) EnqueueReleasesOf(ctx context.Context, namespace, cluster string) {
-	s.enqueueReleases(ctx, namespace, cluster)
+// ReleaseFanOut maps events of other objects to the keys of the Releases they concern
+// (CONTRACT §2): a GlobalHealthRuleSet to every Release, a HealthRuleSet to the Releases
+// of its namespace, a Cluster to the Releases that reference it.
+type ReleaseFanOut struct {
+	// Reader lists Releases: the manager's cache, with the ReleaseClusterField index.
+	Reader client.Reader
+	Log    logr.Logger
 }
 
-// enqueueReleases adds the keys of the Releases of namespace ("" = all namespaces) that
-// reference cluster ("" = any).
-func (s *EventSource) enqueueReleases(ctx context.Context, namespace, cluster string) {
+// All maps any event to every Release.
+func (f ReleaseFanOut) All(ctx context.Context, _ client.Object) []reconcile.Request {
+	return f.Releases(ctx, "", "")
+}
+
+// InNamespace maps an event of obj to the Releases of its namespace.
+func (f ReleaseFanOut) InNamespace(ctx context.Context, obj client.Object) []reconcile.Request {
+	return f.Releases(ctx, obj.GetNamespace(), "")
+}
+
+// OfCluster maps an event of the Cluster obj to the Releases that reference it.
+func (f ReleaseFanOut) OfCluster(ctx context.Context, obj client.Object) []reconcile.Request {
+	return f.Releases(ctx, obj.GetNamespace(), obj.GetName())
+}
+
+// Releases returns the requests of the Releases of namespace ("" = all namespaces) that
+// reference cluster ("" = any). A failed list is logged and maps to none.
+func (f ReleaseFanOut) Releases(ctx context.Context, namespace, cluster string) []reconcile.Request {
 	list := &v1alpha1.ReleaseList{}
 	// Read-only: no deep copy of every Release for a fleet-wide event.
 	opts := []client.ListOption{client.InNamespace(namespace), client.UnsafeDisableDeepCopy}
-	if cluster != "" && s.indexed {
+	if cluster != "" {
 		opts = append(opts, client.MatchingFields{ReleaseClusterField: cluster})
 	}
-	if err := s.Reader.List(ctx, list, opts...); err != nil {
-		s.Log.Error(err, "listing Releases to enqueue", "namespace", namespace, "cluster", cluster)
-		return
+	if err := f.Reader.List(ctx, list, opts...); err != nil {
+		f.Log.Error(err, "listing Releases to enqueue", "namespace", namespace, "cluster", cluster)
+		return nil
 	}
+	out := make([]reconcile.Request, 0, len(list.Items))
 	for i := range list.Items {
 		if cluster == "" || list.Items[i].Spec.ClusterRef.Name == cluster {
-			s.Enqueue(KeyOf(&list.Items[i]))
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
 		}
 	}
-}
-
-// objectOf unwraps a deletion tombstone and returns the object, or nil.
-func objectOf(obj any) client.Object {
-	if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	o, err := meta.Accessor(obj)
-	if err != nil {
-		return nil
-	}
-	co, ok := o.(client.Object)
-	if !ok {
-		return nil
-	}
-	return co
+	return out
 }

@@ -11,9 +11,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
 	"github.com/kumodo/convoy-observer/health"
 	"github.com/kumodo/convoy-observer/internal/controller/base"
@@ -96,31 +100,44 @@ func NewHealthController(reader client.Reader, writer client.Client, clusters ba
 	}
 }
 
-// SetupWithManager registers the loop with mgr: a base.Controller with workers and the
-// event handlers of CONTRACT §2 on the manager's cache. It returns the controller so
-// callers (and tests) can reach its queue.
-func (h *HealthController) SetupWithManager(ctx context.Context, mgr manager.Manager, workers int) (*base.Controller, error) {
-	c := base.NewController("health", workers, h.syncHandler)
-	src := &base.EventSource{Cache: mgr.GetCache(), Reader: mgr.GetCache(), Indexer: mgr.GetFieldIndexer(), Enqueue: c.Enqueue, Log: h.Log}
-	synced, err := src.Register(ctx)
-	if err != nil {
+// SetupWithManager registers the loop with mgr as the controller-runtime controller
+// "health" (base.ControllerOptions: workers concurrent passes, the loop's own rate
+// limiter, panics recovered, leader election). Its watches add the keys of CONTRACT §2,
+// "Events that add a key": Releases and ReleaseInventories (filtered by
+// base.ReleasePredicate and base.InventoryPredicate), rule sets and Clusters (fanned out
+// to their Releases, Clusters through the Release-by-Cluster field index); changes of
+// target objects and rebuilt clusters (a rotated kubeconfig Secret) come through
+// Enqueue. It returns the reconciler, whose Sync tests may wrap before mgr starts.
+func (h *HealthController) SetupWithManager(ctx context.Context, mgr manager.Manager, workers int) (*base.Reconciler, error) {
+	if err := base.IndexReleasesByCluster(ctx, mgr.GetFieldIndexer()); err != nil {
 		return nil, err
 	}
-	h.Enqueue = c.Enqueue
+	fan := base.ReleaseFanOut{Reader: mgr.GetCache(), Log: h.Log}
+	enq := &base.Enqueuer{}
+	h.Enqueue = enq.Enqueue
 	if t, ok := h.Clusters.(base.TargetTracker); ok {
 		// A changed target object wakes the Releases that read it; a rotated kubeconfig
 		// Secret wakes every Release of its Cluster.
-		t.Notify(h.targetChanged, func(namespace, name string) { src.EnqueueReleasesOf(ctx, namespace, name) })
+		t.Notify(h.targetChanged, func(namespace, name string) { enq.Add(fan.Releases(ctx, namespace, name)...) })
 	}
-	c.HasSynced = synced
-	if err := mgr.Add(c); err != nil {
+	opts := base.ControllerOptions(workers)
+	opts.Logger = h.Log
+	r := &base.Reconciler{Sync: h.syncHandler}
+	err := ctrl.NewControllerManagedBy(mgr).
+		Named("health").
+		For(&v1alpha1.Release{}, builder.WithPredicates(base.ReleasePredicate())).
+		Watches(&v1alpha1.ReleaseInventory{}, &handler.EnqueueRequestForObject{}, builder.WithPredicates(base.InventoryPredicate())).
+		Watches(&extv1alpha1.GlobalHealthRuleSet{}, handler.EnqueueRequestsFromMapFunc(fan.All)).
+		Watches(&extv1alpha1.HealthRuleSet{}, handler.EnqueueRequestsFromMapFunc(fan.InNamespace)).
+		Watches(&v1alpha1.Cluster{}, handler.EnqueueRequestsFromMapFunc(fan.OfCluster), builder.WithPredicates(base.ClusterPredicate())).
+		WatchesRawSource(enq.Source()).
+		WithOptions(opts).
+		Complete(r)
+	if err != nil {
 		return nil, err
 	}
-	return c, nil
+	return r, nil
 }
-
-// SyncHandler returns the pass, for a base.Controller.
-func (h *HealthController) SyncHandler() base.SyncFunc { return h.syncHandler }
 
 // syncHandler does one pass for the Release key namespace/name (spec/health-loop.txt,
 // "One pass"). It computes first and writes last: it polls the hooks and assesses the
@@ -142,7 +159,7 @@ func (h *HealthController) syncHandler(ctx context.Context, key string) (_ base.
 	}()
 	namespace, name, ok := strings.Cut(key, "/")
 	if !ok {
-		return base.Result{}, base.Terminal(fmt.Errorf("malformed key %q", key))
+		return base.Result{}, reconcile.TerminalError(fmt.Errorf("malformed key %q", key))
 	}
 
 	// 1. The Release, from the cache.

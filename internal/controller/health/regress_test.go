@@ -15,6 +15,7 @@ import (
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
 	"github.com/kumodo/convoy-observer/internal/controller/base"
+	"github.com/kumodo/convoy-observer/internal/controller/base/basetest"
 	"github.com/kumodo/convoy-observer/internal/inventory"
 )
 
@@ -127,9 +128,15 @@ func TestCancelledPassWritesNothing(t *testing.T) {
 			f.h.Clusters = fakeClusters{cancellingReader{cancel: cancel, notConnect: notConnect}}
 			f.h.Writer = detachedWriter{env.Client}
 			f.clock.Step(time.Hour) // the hook would time out, the entry would turn Unknown
-			c, sink := f.queueFor()
+			// The pass runs in a real controller, on the context that the read cancels
+			// (as a shutdown cancels the controller's).
+			log, sink := newRecordingLogger()
+			f.h.Log = log
+			c := basetest.Start(t, func(_ context.Context, key string) (base.Result, error) { return f.h.syncHandler(ctx, key) }, log)
 			c.Enqueue(f.key)
-			processOne(t, ctx, c)
+			if out := c.Step(t); out.Err != nil || !out.Result.Requeue { //nolint:staticcheck // the quiet retry
+				t.Fatalf("a cancelled pass gave the controller %+v, want a rate-limited requeue without an error", out)
+			}
 			if lines := sink.errorLines(); len(lines) != 0 {
 				t.Fatalf("a cancelled pass logged at error level: %q", lines)
 			}

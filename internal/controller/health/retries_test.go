@@ -15,7 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
-	"github.com/kumodo/convoy-observer/internal/controller/base"
+	"github.com/kumodo/convoy-observer/internal/controller/base/basetest"
 	"github.com/kumodo/convoy-observer/internal/inventory"
 )
 
@@ -99,27 +99,13 @@ func (s *recordingSink) errorLines() []string {
 }
 func newRecordingLogger() (logr.Logger, *recordingSink) { s := &recordingSink{}; return logr.New(s), s }
 
-// queueFor runs f's loop behind a real base.Controller queue, so a test sees what the
-// queue does with a pass's outcome.
-func (f *fixture) queueFor() (*base.Controller, *recordingSink) {
-	c := base.NewController("health-test", 1, f.h.syncHandler)
+// queueFor runs f's loop in a real controller-runtime controller (the loop's options,
+// queue and rate limiter), one pass per Step, so a test sees what the queue does with a
+// pass's outcome. The controller and the loop log to the returned sink.
+func (f *fixture) queueFor() (*basetest.Loop, *recordingSink) {
 	log, sink := newRecordingLogger()
-	c.Log = log
 	f.h.Log = log
-	f.t.Cleanup(c.Queue.ShutDown)
-	return c, sink
-}
-
-// processOne runs the next pass of c's queue, waiting at most 10s for a key.
-func processOne(t *testing.T, ctx context.Context, c *base.Controller) {
-	t.Helper()
-	done := make(chan struct{})
-	go func() { c.ProcessNextWorkItem(ctx); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("no key came back to the queue")
-	}
+	return basetest.Start(f.t, f.h.syncHandler, log), sink
 }
 
 // TestFailedHookWriteIsRetried is the regression test of issue #10: a hooks write that
@@ -135,19 +121,19 @@ func TestFailedHookWriteIsRetried(t *testing.T) {
 	f.h.Writer = newFaultyWriter(map[string]int{inventory.FieldManagerHookStatus: 1})
 	c, _ := f.queueFor()
 	c.Enqueue(f.key)
-	processOne(t, f.ctx, c)
-	if n := c.Queue.NumRequeues(f.key); n != 1 {
+	c.Step(t)
+	if n := c.NumRequeues(f.key); n != 1 {
 		t.Fatalf("after a failed hooks write the key has %d rate-limited requeues, want 1", n)
 	}
 	if h := f.hookEntry("pre"); h.State != "" {
 		t.Fatalf("hook state %s written by a failed write", h.State)
 	}
-	processOne(t, f.ctx, c) // the rate-limited retry
+	c.Step(t) // the rate-limited retry
 	f.expectHook("pre", v1alpha1.HookSucceeded, "CompletionsReached: done")
 	if n := f.api.syncs.Load(); n != 1 {
 		t.Fatalf("sync requests after the retry = %d, want 1", n)
 	}
-	if n := c.Queue.NumRequeues(f.key); n != 0 {
+	if n := c.NumRequeues(f.key); n != 0 {
 		t.Fatalf("a successful retry left %d requeues", n)
 	}
 }
@@ -209,8 +195,8 @@ func TestHookWriteConflictIsAQuietRetry(t *testing.T) {
 	conflicts := countConflicts()
 	c, sink := f.queueFor()
 	c.Enqueue(f.key)
-	processOne(t, f.ctx, c)
-	if n := c.Queue.NumRequeues(f.key); n != 1 {
+	c.Step(t)
+	if n := c.NumRequeues(f.key); n != 1 {
 		t.Fatalf("a conflicting hooks write left %d rate-limited requeues, want 1", n)
 	}
 	if lines := sink.errorLines(); len(lines) != 0 {
@@ -223,7 +209,7 @@ func TestHookWriteConflictIsAQuietRetry(t *testing.T) {
 		t.Fatal("a sync request for a hook state that did not land")
 	}
 	f.h.Reader = env.Client // the cache caught up
-	processOne(t, f.ctx, c)
+	c.Step(t)
 	f.expectHook("pre", v1alpha1.HookSucceeded, "CompletionsReached: done")
 	f.expectHook("post", v1alpha1.HookRunning, "")
 	if n := f.api.syncs.Load(); n != 1 {

@@ -8,9 +8,11 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
@@ -48,6 +50,7 @@ func startManager(t *testing.T, f *fixture) *passCounter {
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{f.ns: {}}},
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	must(t, err)
 	h := f.newController()
@@ -57,7 +60,7 @@ func startManager(t *testing.T, f *fixture) *passCounter {
 	c, err := h.SetupWithManager(ctx, mgr, 1)
 	must(t, err)
 	counter := &passCounter{passes: map[string]int{}}
-	c.SyncHandler = counter.wrap(c.SyncHandler)
+	c.Sync = counter.wrap(c.Sync)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
