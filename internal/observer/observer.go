@@ -47,7 +47,7 @@ type Options struct {
 	SyncCAFile string
 	// Shards are the shards this replica owns; none means the default shard "".
 	Shards []string
-	// Workers is the number of concurrent health passes (default 4).
+	// Workers is the number of concurrent health passes (at least 1).
 	Workers int
 	// QPS and Burst of the management client (reads come from the cache: this paces
 	// the health writes and sync requests).
