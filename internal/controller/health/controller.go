@@ -80,9 +80,9 @@ type HealthController struct {
 	// wakePending marks keys whose sync request failed, so the next pass sends it
 	// again even though the edge that caused it has passed.
 	wakePending map[string]bool
-	// paidSync marks keys whose owed sync request this process has sent while the
-	// inventory may still record it (see writeSyncOwed).
-	paidSync map[string]bool
+	// owed holds, per Release key, what this process knows about the inventory's record
+	// of an owed sync request (owed.go).
+	owed map[string]owedState
 }
 
 // NewHealthController returns a loop with the real clock and default settings.
@@ -240,8 +240,8 @@ func (h *HealthController) syncHandler(ctx context.Context, key string) (_ base.
 
 // commit is the write half of a pass: the hooks' status, the entries' health and the
 // Healthy condition (hs nil: none, during deletion), then the sync request when the pass
-// has an edge or owes one. The debt is recorded in the inventory before the first write
-// of the edge's state and removed after the request succeeded (writeSyncOwed), so a
+// has an edge or owes one. The debt is recorded in the inventory by the first write that
+// persists the edge's state, and removed after the request succeeded (owed.go), so a
 // pass that fails, or a process that dies, after persisting a finished hook or a
 // completed wave still sends the request later, although the edge itself does not come
 // back. A cancelled context writes nothing.
@@ -250,35 +250,37 @@ func (h *HealthController) commit(ctx context.Context, rel *v1alpha1.Release, in
 		return err // shutdown: what this pass computed from cut-off reads is not the truth
 	}
 	key := base.KeyOf(rel)
-	if !inv.syncOwed() {
-		h.setPaid(key, false)
-	}
-	// A record this process has paid already (its removal failed, or the cache has
-	// not seen the removal yet) is only removed, not paid again.
-	if e.any() || (inv.syncOwed() && !h.paid(key)) {
+	st := h.owedFor(key, inv)
+	// A record this process has paid already (its removal failed, or the cache has not
+	// seen the removal yet) is only removed, not paid again.
+	if e.any() || (st.value != "" && !st.paid) {
 		h.armWake(key)
+	}
+	// carry is the record that the pass's applies send: the unpaid one, or a new one
+	// when the pass persists the state of an edge (a completed wave or an advanced render
+	// always changes entries; a finished hook changes the hooks unless it is a re-poll in
+	// its arming second that found the same outcome). Without a Waker there is nobody to
+	// owe.
+	carry := ""
+	if st.value != "" && !st.paid {
+		carry = st.value
+	}
+	persists := e.waveCompleted || e.renderAdvanced || (e.hooksFinished > 0 && hooks.status != nil)
+	if persists && carry == "" && inv.inv != nil && h.Waker != nil {
+		carry = h.newOwedValue()
+		st = owedState{value: carry}
+		h.setOwed(key, st)
 	}
 	prev := priorCondition(rel)
 	rv := inv.resourceVersion()
 	var err error
-	// Record the debt when this pass persists the state of an edge: a completed wave or
-	// an advanced render always changes entries; a finished hook changes the hooks
-	// unless it is a re-poll in its arming second that found the same outcome.
-	persists := e.waveCompleted || e.renderAdvanced || (e.hooksFinished > 0 && hooks.status != nil)
-	recorded := inv.syncOwed()
-	if persists && inv.inv != nil && !recorded {
-		if rv, err = h.writeSyncOwed(ctx, inv.inv, rv, true); err != nil {
-			return h.writeFailed(ctx, "sync-owed", err)
-		}
-		recorded = true
-	}
-	rv, err = h.writeHookStatus(ctx, inv.inv, rv, hooks)
+	rv, err = h.writeHookStatus(ctx, inv.inv, rv, hooks, carry)
 	if err != nil {
 		return h.writeFailed(ctx, "hooks", err)
 	}
 	h.recordHookEvents(rel, hooks)
 	if a != nil {
-		if rv, err = h.writeInventoryHealth(ctx, a, rv); err != nil {
+		if rv, err = h.writeInventoryHealth(ctx, a, rv, carry); err != nil {
 			if tooLarge(err) && hs != nil {
 				// Retrying alone would hide why: say it in the condition too.
 				_ = h.writeHealth(ctx, rel, assessFailed(rel, fmt.Errorf("cannot record the health of %d entries: the ReleaseInventory exceeds the API server's size limit: %w", len(a.entries), err)))
@@ -296,15 +298,20 @@ func (h *HealthController) commit(ctx context.Context, rel *v1alpha1.Release, in
 	if err != nil {
 		return err
 	}
-	if sent {
-		h.setPaid(key, true)
+	if st.value == "" {
+		return nil
 	}
-	if recorded && h.paid(key) {
-		// The last write of the pass: the uid precondition alone, so a concurrent writer
-		// of the inventory does not make the record outlive its payment.
-		if _, err := h.writeSyncOwed(ctx, inv.inv, "", false); err != nil {
+	if sent && !st.paid {
+		st.paid = true
+		h.setOwed(key, st)
+	}
+	if st.paid && !st.removed {
+		// The last write of the pass.
+		if err := h.removeSyncOwed(ctx, inv.inv, st.value); err != nil {
 			return h.writeFailed(ctx, "sync-owed", err)
 		}
+		st.removed = true
+		h.setOwed(key, st)
 	}
 	return nil
 }
@@ -405,5 +412,5 @@ func (h *HealthController) forget(key string) {
 	defer h.mu.Unlock()
 	delete(h.attempts, key)
 	delete(h.wakePending, key)
-	delete(h.paidSync, key)
+	delete(h.owed, key)
 }

@@ -322,14 +322,14 @@ func hookStatus(own *inventory.Ownership, before, after []v1alpha1.HookEntry, st
 // convoy-hook-status, with inv's uid and resourceVersion rv as preconditions. It returns
 // the resourceVersion after the write (rv when there was nothing to write), for the
 // next write of the pass.
-func (h *HealthController) writeHookStatus(ctx context.Context, inv *v1alpha1.ReleaseInventory, rv string, hooks hookOutcome) (string, error) {
+func (h *HealthController) writeHookStatus(ctx context.Context, inv *v1alpha1.ReleaseInventory, rv string, hooks hookOutcome, record string) (string, error) {
 	if inv == nil || hooks.status == nil {
 		return rv, nil
 	}
 	u := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": v1alpha1.GroupVersion.String(),
 		"kind":       "ReleaseInventory",
-		"metadata":   inventoryMeta(inv, rv),
+		"metadata":   withOwed(inventoryMeta(inv, rv), record),
 		"hooks":      hooks.status,
 	}}
 	if err := h.Writer.Apply(ctx, client.ApplyConfigurationFromUnstructured(u),

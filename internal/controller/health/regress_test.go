@@ -158,19 +158,11 @@ func TestCancelledPassWritesNothing(t *testing.T) {
 // and removes the record.
 func TestOwedSyncSurvivesRestart(t *testing.T) {
 	t.Parallel()
-	for _, edge := range []string{"wave", "hook"} {
-		t.Run(edge, func(t *testing.T) {
+	for _, write := range []string{"entries", "hooks"} { // a completed wave, a finished hook
+		t.Run(write, func(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t)
-			if edge == "wave" {
-				f.readyRelease(0, 0)
-				f.configMap("a", "true")
-				f.inventory(cm("a", 0, ""))
-			} else {
-				f.release(nil, 0)
-				f.job("migrate", complete("done")...)
-				f.hooks(hook{name: "pre", kind: "Job", workload: "migrate", createdAt: t0.Add(-time.Minute)})
-			}
+			f.edge(write)
 			f.api.fail.Store(true) // the process dies before its request gets through
 			if _, err := f.h.syncHandler(f.ctx, f.key); err == nil {
 				t.Fatal("a failed sync request did not fail the pass")
@@ -196,35 +188,19 @@ func TestOwedSyncSurvivesRestart(t *testing.T) {
 	}
 }
 
-// nthApplyFails fails the nth apply of one field manager.
-type nthApplyFails struct {
-	client.Client
-	owner string
-	n     int
-	calls int
-}
-
-func (w *nthApplyFails) Apply(ctx context.Context, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
-	if applyOwner(opts) == w.owner {
-		w.calls++
-		if w.calls == w.n {
-			return fmt.Errorf("injected: etcdserver: request timed out")
-		}
-	}
-	return w.Client.Apply(ctx, obj, opts...)
-}
-
 // TestPaidSyncIsNotSentAgain: when removing the record of a sync request that was sent
 // fails, the retry removes the record without sending the request again; a conflict on
 // the removal (another writer of the inventory) does not happen, it has no
-// resourceVersion precondition.
+// resourceVersion precondition. The record costs no write of its own: it rides in the
+// entries apply, and its removal is the only write of convoy-sync-owed.
 func TestPaidSyncIsNotSentAgain(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	f.readyRelease(0, 0)
 	f.configMap("a", "true")
 	f.inventory(cm("a", 0, ""))
-	f.h.Writer = &nthApplyFails{Client: env.Client, owner: inventory.FieldManagerSyncOwed, n: 2} // 1: record, 2: removal
+	w := newFaultyWriter(map[string]int{inventory.FieldManagerSyncOwed: 1}) // the removal
+	f.h.Writer = w
 	if _, err := f.h.syncHandler(f.ctx, f.key); err == nil {
 		t.Fatal("a failed removal of the record did not fail the pass")
 	}

@@ -19,12 +19,13 @@ import (
 	"github.com/kumodo/convoy-observer/internal/inventory"
 )
 
-// faultyWriter fails the next applies of the given field managers (top-level and
-// status applies alike) and passes everything else to the API server.
+// faultyWriter fails the next applies and patches of the given field managers
+// (top-level and status applies alike) and passes everything else to the API server.
 type faultyWriter struct {
 	client.Client
-	mu    sync.Mutex
-	fails map[string]int // field manager → failures left
+	mu     sync.Mutex
+	fails  map[string]int // field manager → failures left
+	writes map[string]int // field manager → writes tried
 }
 
 func newFaultyWriter(fails map[string]int) *faultyWriter {
@@ -34,6 +35,10 @@ func newFaultyWriter(fails map[string]int) *faultyWriter {
 func (w *faultyWriter) inject(owner string) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.writes == nil {
+		w.writes = map[string]int{}
+	}
+	w.writes[owner]++
 	if w.fails[owner] > 0 {
 		w.fails[owner]--
 		return errors.New("injected: etcdserver: request timed out")
@@ -52,6 +57,15 @@ func (w *faultyWriter) Apply(ctx context.Context, obj runtime.ApplyConfiguration
 		return err
 	}
 	return w.Client.Apply(ctx, obj, opts...)
+}
+
+func (w *faultyWriter) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+	o := &client.PatchOptions{}
+	o.ApplyOptions(opts)
+	if err := w.inject(o.FieldManager); err != nil {
+		return err
+	}
+	return w.Client.Patch(ctx, obj, patch, opts...)
 }
 
 func (w *faultyWriter) Status() client.SubResourceWriter { return faultyStatus{w.Client.Status(), w} }

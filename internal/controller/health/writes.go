@@ -23,8 +23,9 @@ import (
 // the observer still owns a dropped entry: then it applies the empty list to let go.
 // It skips the write when the observer already owns exactly these values. rv is the
 // resourceVersion precondition (the one the pass read, or the one its hooks write
-// produced); it returns the resourceVersion after the write.
-func (h *HealthController) writeInventoryHealth(ctx context.Context, a *assessment, rv string) (string, error) {
+// produced); it returns the resourceVersion after the write. record, when not "", is the
+// record of an owed sync request that the apply carries (owed.go).
+func (h *HealthController) writeInventoryHealth(ctx context.Context, a *assessment, rv, record string) (string, error) {
 	if a.inv == nil || (len(a.entries) == 0 && !a.stale) {
 		return rv, nil
 	}
@@ -69,7 +70,7 @@ func (h *HealthController) writeInventoryHealth(ctx context.Context, a *assessme
 	u := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": v1alpha1.GroupVersion.String(),
 		"kind":       "ReleaseInventory",
-		"metadata":   inventoryMeta(a.inv, rv),
+		"metadata":   withOwed(inventoryMeta(a.inv, rv), record),
 		"entries":    list,
 	}}
 	if err := h.Writer.Apply(ctx, client.ApplyConfigurationFromUnstructured(u),

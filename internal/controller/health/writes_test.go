@@ -58,7 +58,7 @@ func TestWriteNeverRecreatesADeletedInventory(t *testing.T) {
 	a := &assessment{inv: stale, entries: []itemResult{{
 		entry: stale.Entries[0], key: inventory.KeyOf(&stale.Entries[0]), state: v1alpha1.StateProgressing, message: "x",
 	}}}
-	if _, err := f.h.writeInventoryHealth(f.ctx, a, stale.ResourceVersion); err == nil {
+	if _, err := f.h.writeInventoryHealth(f.ctx, a, stale.ResourceVersion, ""); err == nil {
 		t.Fatal("the entry write succeeded on a deleted inventory")
 	}
 	after := stale.Hooks[0]
@@ -66,7 +66,7 @@ func TestWriteNeverRecreatesADeletedInventory(t *testing.T) {
 	own, err := inventory.ReadOwnership(stale)
 	must(t, err)
 	status := hookOutcome{status: hookStatus(own, stale.Hooks, []v1alpha1.HookEntry{after}, false)}
-	if _, err := f.h.writeHookStatus(f.ctx, stale, stale.ResourceVersion, status); err == nil {
+	if _, err := f.h.writeHookStatus(f.ctx, stale, stale.ResourceVersion, status, ""); err == nil {
 		t.Fatal("the hook write succeeded on a deleted inventory")
 	}
 	err = env.Client.Get(f.ctx, clientKey(f.ns, f.rel), &v1alpha1.ReleaseInventory{})
