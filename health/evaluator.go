@@ -72,7 +72,9 @@ type Result struct {
 	DecidedBy *Decider
 }
 
-// Cause says how a rule decided a result: RuleFailed or EvaluationError.
+// Cause says how a rule decided an entry's state: RuleFailed, DeadlinePassed or
+// EvaluationError. Evaluate gives RuleFailed or EvaluationError; Explain turns a
+// RuleFailed into DeadlinePassed when the deadline made the entry Degraded.
 type Cause string
 
 const (
@@ -81,9 +83,16 @@ const (
 	// CauseEvaluationError: the rule's ruleExpression could not be evaluated, ran out
 	// of its cost budget or returned a non-bool (Outcome Error).
 	CauseEvaluationError Cause = "EvaluationError"
+	// CauseDeadlinePassed: the rule's ruleExpression returned false and the Release's
+	// spec.healthAssessment.deadline has passed since the object first failed, so the
+	// entry is Degraded rather than Progressing (spec/health-loop.txt, "Per-entry
+	// evaluation"). Only Explain gives it.
+	CauseDeadlinePassed Cause = "DeadlinePassed"
 )
 
-// Decider names the rule that decided a result, for explanations and lint.
+// Decider names the rule that decided a result, for explanations (the decidedBy of
+// /health, convoyctl release status and health eval) and lint. Its JSON is
+// {"kind","namespace","name","rule","cause"}.
 type Decider struct {
 	// Kind is GlobalHealthRuleSet or HealthRuleSet.
 	Kind string `json:"kind"`
@@ -93,7 +102,8 @@ type Decider struct {
 	Name string `json:"name"`
 	// Rule is the 0-based index of the rule in the set's spec.rules.
 	Rule int `json:"rule"`
-	// Cause is RuleFailed or EvaluationError.
+	// Cause is RuleFailed or EvaluationError in a Result; Explain may make it
+	// DeadlinePassed.
 	Cause Cause `json:"cause"`
 }
 

@@ -45,3 +45,19 @@ func DeriveState(r Result, firstUnhealthy *time.Time, deadline *time.Duration, n
 		return v1alpha1.StateUnknown, &anchor
 	}
 }
+
+// Explain returns which rule decided state, the state that DeriveState derived from r:
+// r.DecidedBy, except that a failing rule (CauseRuleFailed) that left the entry Degraded
+// gets CauseDeadlinePassed, since only the deadline turns a failure Degraded. It returns
+// nil when no rule decided (a Healthy state, or an object that could not be read). The
+// result is a new Decider; r.DecidedBy is not modified.
+func Explain(r Result, state v1alpha1.HealthState) *Decider {
+	if r.DecidedBy == nil || state == v1alpha1.StateHealthy {
+		return nil
+	}
+	d := *r.DecidedBy
+	if d.Cause == CauseRuleFailed && state == v1alpha1.StateDegraded {
+		d.Cause = CauseDeadlinePassed
+	}
+	return &d
+}

@@ -68,3 +68,37 @@ func TestDeriveState(t *testing.T) {
 		})
 	}
 }
+
+// TestExplain: the decider of a failing rule is RuleFailed while Progressing and
+// DeadlinePassed once Degraded; an evaluation error stays EvaluationError; nothing
+// decided a Healthy state or an unread object.
+func TestExplain(t *testing.T) {
+	t.Parallel()
+	failed := &health.Decider{Kind: health.KindHealthRuleSet, Namespace: "ns", Name: "set", Rule: 2, Cause: health.CauseRuleFailed}
+	errored := &health.Decider{Kind: health.KindGlobalHealthRuleSet, Name: "g", Rule: 0, Cause: health.CauseEvaluationError}
+	fail := health.Result{Outcome: health.Fail, DecidedBy: failed, RuleIndex: 2}
+	cases := []struct {
+		name  string
+		r     health.Result
+		state v1alpha1.HealthState
+		want  health.Cause // "" for nil
+	}{
+		{"failing, Progressing", fail, v1alpha1.StateProgressing, health.CauseRuleFailed},
+		{"failing, Degraded by the deadline", fail, v1alpha1.StateDegraded, health.CauseDeadlinePassed},
+		{"evaluation error", health.Result{Outcome: health.Error, DecidedBy: errored}, v1alpha1.StateUnknown, health.CauseEvaluationError},
+		{"object not found", health.Result{Outcome: health.Error, Message: "object not found", RuleIndex: -1}, v1alpha1.StateUnknown, ""},
+		{"pass", health.Result{Outcome: health.Pass, RuleIndex: -1}, v1alpha1.StateHealthy, ""},
+	}
+	for _, tc := range cases {
+		got := health.Explain(tc.r, tc.state)
+		switch {
+		case tc.want == "" && got != nil:
+			t.Errorf("%s: %+v, want nil", tc.name, *got)
+		case tc.want != "" && (got == nil || got.Cause != tc.want || got.Name != tc.r.DecidedBy.Name || got.Rule != tc.r.DecidedBy.Rule):
+			t.Errorf("%s: %+v, want %s of %+v", tc.name, got, tc.want, tc.r.DecidedBy)
+		}
+	}
+	if failed.Cause != health.CauseRuleFailed {
+		t.Errorf("Explain modified the Result's decider: %+v", *failed)
+	}
+}

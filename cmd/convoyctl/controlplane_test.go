@@ -45,11 +45,13 @@ func controlPlane(t *testing.T) *testenv.Env {
 	return cpEnv
 }
 
-// apiServer serves convoy-api's handler over the control plane and returns its URL.
+// apiServer serves convoy-api's handler over the control plane, explaining entries as
+// convoy-api does (the control plane is the local target), and returns its URL.
 func apiServer(t *testing.T, env *testenv.Env) string {
 	t.Helper()
 	h := subresources.NewHandler(env.Client)
 	h.Log = logr.Discard()
+	h.Explainer = &subresources.Explainer{Reader: env.Client, LocalConfig: env.Config}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return srv.URL

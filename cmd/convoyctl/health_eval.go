@@ -38,8 +38,8 @@ type evalLine struct {
 	State      v1alpha1.HealthState `json:"state"`
 	Message    string               `json:"message"`
 	// DecidedBy names the rule that decided a Progressing, Degraded or Unknown state
-	// and whether it failed or could not be evaluated (added after CONTRACT §3; absent
-	// when no rule decided).
+	// and why: RuleFailed, DeadlinePassed or EvaluationError (health.Explain; added
+	// after CONTRACT §3, as in /health; absent when no rule decided).
 	DecidedBy *health.Decider `json:"decidedBy,omitempty"`
 	// ResourceGuessed is the resource guessed for the object's kind with
 	// --guess-resources (absent when the resource was known).
@@ -55,7 +55,8 @@ func newHealthEvalCommand(env *cliEnv) *cobra.Command {
 		Long: `Evaluate health rule sets against objects, exactly as the health loop does, and print
 one JSON object per line: {"apiVersion","kind","namespace","name","state","message"}, plus
 "decidedBy" ({"kind","namespace","name","rule","cause"}: the rule set and 0-based rule index
-that decided a non-Healthy state, cause RuleFailed or EvaluationError) when a rule decided.
+that decided a non-Healthy state, cause RuleFailed (Progressing), DeadlinePassed (a failing
+rule, Degraded because --deadline passed) or EvaluationError (Unknown)) when a rule decided.
 
 Rule files hold GlobalHealthRuleSets and HealthRuleSets (YAML or JSON, one or more
 documents, or a List); every set in them is selected. Object files hold Kubernetes objects
@@ -185,7 +186,7 @@ func evaluate(ev *health.Evaluator, obj *unstructured.Unstructured, m resourceMa
 		Name:       obj.GetName(),
 		State:      state,
 		Message:    r.Message,
-		DecidedBy:  r.DecidedBy,
+		DecidedBy:  health.Explain(r, state),
 	}
 	if m.guessed {
 		line.ResourceGuessed = m.resource

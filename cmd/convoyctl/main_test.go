@@ -95,8 +95,11 @@ spec:
 		web         = `{"apiVersion":"apps/v1","kind":"Deployment","namespace":"demo","name":"web","state":"%s","message":"1/3 available, 1 updated",` + byDefaults0 + `}` + "\n"
 		podA        = `{"apiVersion":"v1","kind":"Pod","namespace":"demo","name":"a","state":"Healthy","message":""}` + "\n"
 		podB        = `{"apiVersion":"v1","kind":"Pod","namespace":"demo","name":"b","state":"%s","message":"phase: Pending",` + byDefaults3 + `}` + "\n"
-		svc         = `{"apiVersion":"v1","kind":"Service","namespace":"demo","name":"svc","state":"Healthy","message":""}` + "\n"
-		svcLocal    = `{"apiVersion":"v1","kind":"Service","namespace":"demo","name":"svc","state":"Progressing","message":"health rule 0 of HealthRuleSet/services not satisfied",` +
+		// Degraded: the deadline, not the failing rule alone, decided it.
+		podBDegraded = `{"apiVersion":"v1","kind":"Pod","namespace":"demo","name":"b","state":"Degraded","message":"phase: Pending",` +
+			`"decidedBy":{"kind":"GlobalHealthRuleSet","namespace":"","name":"convoy-defaults","rule":3,"cause":"DeadlinePassed"}}` + "\n"
+		svc      = `{"apiVersion":"v1","kind":"Service","namespace":"demo","name":"svc","state":"Healthy","message":""}` + "\n"
+		svcLocal = `{"apiVersion":"v1","kind":"Service","namespace":"demo","name":"svc","state":"Progressing","message":"health rule 0 of HealthRuleSet/services not satisfied",` +
 			`"decidedBy":{"kind":"HealthRuleSet","namespace":"demo","name":"services","rule":0,"cause":"RuleFailed"}}` + "\n"
 	)
 	sprintf := func(format, state string) string { return strings.Replace(format, "%s", state, 1) }
@@ -110,7 +113,7 @@ spec:
 			stdout: sprintf(web, "Progressing") + svc + podA + sprintf(podB, "Progressing")},
 		{name: "deadline passed exactly",
 			args:   []string{"--object", pods, "--deadline", "5m", "--first-unhealthy", "2026-01-01T00:00:00Z", "--now", "2026-01-01T00:05:00Z"},
-			stdout: podA + sprintf(podB, "Degraded")},
+			stdout: podA + podBDegraded},
 		{name: "deadline not yet passed",
 			args:   []string{"--object", pods, "--deadline", "5m", "--first-unhealthy", "2026-01-01T00:00:00Z", "--now", "2026-01-01T00:04:59.999Z"},
 			stdout: podA + sprintf(podB, "Progressing")},

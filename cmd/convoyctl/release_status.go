@@ -16,8 +16,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/kumodo/convoy-observer/health"
-	"github.com/kumodo/convoy-observer/internal/inventory"
 	"github.com/kumodo/convoy-observer/internal/subresources"
 )
 
@@ -137,13 +135,13 @@ status.lastAttempted (renderCurrent) and the counts by state. Entries are sorted
 RENDER is the render that applied the object, with the render the state was assessed at
 when that differs. Empty fields show as -.
 
--o json prints the HealthResult as JSON instead; with --explain, each entry that is not
-Healthy gets "decidedBy": the rule that decided it (rule set kind, namespace, name, rule
-index) and the cause: RuleFailed (Progressing), DeadlinePassed (a failing rule, Degraded
-once the deadline passed) or EvaluationError (Unknown). --explain re-evaluates the
-Release's rules against the live objects on demand, with the kubeconfig's access to the
-Release, its rule sets, its Cluster (and kubeconfig Secret) and the target objects; the
-table output then ends with the same explanations.
+-o json prints the HealthResult as JSON instead. Each entry that is not Healthy has
+"decidedBy": the rule that decides it (rule set kind, namespace, name, rule index) and the
+cause: RuleFailed (Progressing), DeadlinePassed (a failing rule, Degraded once the deadline
+passed) or EvaluationError (Unknown); null when no rule decides it (the object is missing
+or passes now). convoy-api computes it for each request by re-evaluating the Release's
+rules against the live objects; "decidedByError" says why some entry could not be
+explained. --explain ends the table output with the same explanations.
 
 --watch reads the health again every --interval and prints it whenever it changes (on a
 terminal it redraws the screen) until interrupted; a failed read is reported and retried.
@@ -155,7 +153,7 @@ is denied, nothing answers, the kubeconfig is unusable), 2 on a usage error.`,
 			if output != "table" && output != "json" {
 				return usageError(fmt.Errorf("invalid --output %q: want table or json", output))
 			}
-			fetch, namespace, err := f.fetcher(args[0])
+			fetch, _, err := f.fetcher(args[0])
 			if err != nil {
 				return err
 			}
@@ -173,20 +171,10 @@ is denied, nothing answers, the kubeconfig is unusable), 2 on a usage error.`,
 			if err != nil {
 				return err
 			}
-			var decided map[inventory.Key]*health.Decider
-			if explainFlag {
-				cfg, err := f.managementConfig()
-				if err != nil {
-					return &exitError{code: exitEndpointError, err: err}
-				}
-				if decided, err = explain(ctx, cfg, namespace, args[0], h); err != nil {
-					return &exitError{code: exitEndpointError, err: fmt.Errorf("explaining release %s/%s: %w", namespace, args[0], err)}
-				}
-			}
 			if output == "json" {
-				err = printJSON(env.stdout, h, decided)
+				err = printJSON(env.stdout, h)
 			} else if err = printReleaseStatus(env.stdout, h); err == nil && explainFlag {
-				printExplanations(env.stdout, h, decided)
+				printExplanations(env.stdout, h)
 			}
 			if err != nil {
 				return &exitError{code: exitEndpointError, err: fmt.Errorf("writing the output: %w", err)}
@@ -198,7 +186,7 @@ is denied, nothing answers, the kubeconfig is unusable), 2 on a usage error.`,
 	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "print the status again whenever it changes, until interrupted")
 	cmd.Flags().DurationVar(&interval, "interval", defaultPollInterval, "with --watch, time between two reads")
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table or json")
-	cmd.Flags().BoolVar(&explainFlag, "explain", false, "say which rule decided each entry that is not Healthy (re-evaluates the rules now)")
+	cmd.Flags().BoolVar(&explainFlag, "explain", false, "end the table with the rule that decides each entry that is not Healthy (the decidedBy of /health)")
 	return cmd
 }
 

@@ -53,6 +53,10 @@ type Handler struct {
 	// that has not seen it yet), and then also for its inventory, so that a Release
 	// created a moment ago is no 404.
 	Fallback client.Reader
+	// Explainer, when not nil, fills the decidedBy of the /health entries that are not
+	// Healthy by re-evaluating their rules on each request (and decidedByError when it
+	// cannot); nil leaves them null.
+	Explainer *Explainer
 
 	client client.Client
 }
@@ -177,6 +181,12 @@ func (h *Handler) serveHealth(w http.ResponseWriter, r *http.Request, route rele
 	if err != nil {
 		writeStatus(w, http.StatusInternalServerError, metav1.StatusReasonInternalError, err.Error(), nil)
 		return
+	}
+	if h.Explainer != nil {
+		if err := h.Explainer.Explain(r.Context(), rel, inv, &resp); err != nil {
+			resp.DecidedByError = err.Error()
+			h.Log.V(1).Info("explaining health", "release", resp.Release, "err", err.Error())
+		}
 	}
 	writeJSON(w, http.StatusOK, resp)
 }

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
+	"github.com/kumodo/convoy-observer/health"
 	"github.com/kumodo/convoy-observer/internal/inventory"
 )
 
@@ -27,6 +28,12 @@ type HealthResponse struct {
 	Entries []HealthEntry `json:"entries"`
 	// Hooks are the hooks that the controller-manager records, sorted by name.
 	Hooks []HealthHook `json:"hooks"`
+	// DecidedByError says why some entries that are not Healthy have no decidedBy
+	// although a rule may decide them (for example the rules do not compile, the
+	// target cannot be read, or more entries than one request explains); "" when
+	// every such entry was explained or no explanation was asked for. Added to the
+	// contract's HealthResult (CONTRACT §2, amended 2026-11-30: "may gain fields").
+	DecidedByError string `json:"decidedByError"`
 }
 
 // HealthEntry is one inventory entry of a HealthResponse. All fields are serialized,
@@ -57,6 +64,18 @@ type HealthEntry struct {
 	RenderRef string `json:"renderRef"`
 	// AssessedRenderRef is the entry's renderRef at the observer's last assessment.
 	AssessedRenderRef string `json:"assessedRenderRef"`
+	// DecidedBy names the rule that decides the entry now and why, for an entry that
+	// is not Healthy: {"kind","namespace","name","rule","cause"}, the rule set's kind
+	// (GlobalHealthRuleSet or HealthRuleSet), namespace ("" for a global set) and name,
+	// the 0-based index of the rule in its spec.rules, and the cause RuleFailed
+	// (Progressing), DeadlinePassed (a failing rule, Degraded because the deadline
+	// passed) or EvaluationError (Unknown). It is computed on demand by re-evaluating
+	// the rules against the live object (Explainer), never stored; null for a Healthy
+	// or unassessed entry, one that no rule decides (its object is missing or
+	// unreadable, or it passes now), or when the server does not explain (see
+	// DecidedByError). Added to the contract's HealthResult (CONTRACT §2, amended
+	// 2026-11-30: "which rule decided").
+	DecidedBy *health.Decider `json:"decidedBy"`
 }
 
 // HealthHook is one lifecycle hook of a HealthResponse: the fields of a

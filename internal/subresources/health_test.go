@@ -17,6 +17,8 @@ type healthJSON struct {
 	Summary       map[string]any   `json:"summary"`
 	Entries       []map[string]any `json:"entries"`
 	Hooks         []map[string]any `json:"hooks"`
+	// DecidedByError is "" when every entry that is not Healthy was explained.
+	DecidedByError string `json:"decidedByError"`
 }
 
 func getHealth(t *testing.T, url string) (healthJSON, []byte) {
@@ -127,7 +129,7 @@ func TestHealthFromInventory(t *testing.T) {
 	if got := entryIDs(h.Entries); !reflect.DeepEqual(got, wantIDs) {
 		t.Errorf("entries = %q, want %q\n%s", got, wantIDs, body)
 	}
-	wantKeys := []string{"assessedRenderRef", "firstUnhealthy", "group", "kind", "message", "name", "namespace", "renderRef", "state", "version", "wave"}
+	wantKeys := []string{"assessedRenderRef", "decidedBy", "firstUnhealthy", "group", "kind", "message", "name", "namespace", "renderRef", "state", "version", "wave"}
 	for _, e := range h.Entries {
 		if got := keysOf(e); !reflect.DeepEqual(got, wantKeys) {
 			t.Errorf("entry %v has fields %v, want %v", e["name"], got, wantKeys)
@@ -136,7 +138,7 @@ func TestHealthFromInventory(t *testing.T) {
 	wantDeployment := map[string]any{
 		"group": "apps", "version": "v1", "kind": "Deployment", "namespace": "demo", "name": "web", "wave": 1.0,
 		"state": "Progressing", "message": "1/3 available", "firstUnhealthy": "2026-01-02T03:04:05Z",
-		"renderRef": "r2", "assessedRenderRef": "r2",
+		"renderRef": "r2", "assessedRenderRef": "r2", "decidedBy": nil, // this server explains nothing
 	}
 	if !reflect.DeepEqual(h.Entries[3], wantDeployment) {
 		t.Errorf("deployment entry = %v, want %v", h.Entries[3], wantDeployment)
@@ -202,7 +204,7 @@ func TestHealthWithoutInventory(t *testing.T) {
 	createRelease(t, "health-empty", "r1", nil)
 	srv, _ := newServer(t, nil)
 	h, body := getHealth(t, srv.URL+subresources.HealthPath("default", "health-empty"))
-	want := `{"release":"default/health-empty","renderCurrent":true,"summary":{"total":0,"healthy":0,"progressing":0,"degraded":0,"unknown":0},"entries":[],"hooks":[]}` + "\n"
+	want := `{"release":"default/health-empty","renderCurrent":true,"summary":{"total":0,"healthy":0,"progressing":0,"degraded":0,"unknown":0},"entries":[],"hooks":[],"decidedByError":""}` + "\n"
 	if string(body) != want {
 		t.Errorf("body = %s, want %s", body, want)
 	}

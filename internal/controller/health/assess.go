@@ -10,13 +10,13 @@ import (
 	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
 	"github.com/kumodo/convoy-observer/health"
 	"github.com/kumodo/convoy-observer/internal/controller/base"
 	"github.com/kumodo/convoy-observer/internal/inventory"
+	"github.com/kumodo/convoy-observer/internal/rulesets"
 )
 
 // assessment is the outcome of assess for one Release.
@@ -117,26 +117,10 @@ func (h *HealthController) assess(ctx context.Context, rel *v1alpha1.Release, pi
 }
 
 // collectRules lists the GlobalHealthRuleSets and the HealthRuleSets of rel's namespace
-// and keeps those its selectors select (spec/health-rule-sets.txt, "Selection").
+// and keeps those its selectors select (spec/health-rule-sets.txt, "Selection"); convoy-
+// api's explanations select through the same rulesets.Collect.
 func (h *HealthController) collectRules(ctx context.Context, rel *v1alpha1.Release) ([]extv1alpha1.GlobalHealthRuleSet, []extv1alpha1.HealthRuleSet, error) {
-	ha := rel.Spec.HealthAssessment
-	var globals extv1alpha1.GlobalHealthRuleSetList
-	if ha.GlobalRuleSetSelector != nil {
-		if err := h.Reader.List(ctx, &globals); err != nil {
-			return nil, nil, fmt.Errorf("listing GlobalHealthRuleSets: %w", err)
-		}
-	}
-	var locals extv1alpha1.HealthRuleSetList
-	if ha.LocalRuleSetSelector != nil {
-		if err := h.Reader.List(ctx, &locals, client.InNamespace(rel.Namespace)); err != nil {
-			return nil, nil, fmt.Errorf("listing HealthRuleSets of namespace %s: %w", rel.Namespace, err)
-		}
-	}
-	g, l, err := health.SelectRuleSets(globals.Items, locals.Items, ha.GlobalRuleSetSelector, ha.LocalRuleSetSelector, rel.Namespace)
-	if err != nil {
-		return nil, nil, fmt.Errorf("selecting health rule sets: %w", err)
-	}
-	return g, l, nil
+	return rulesets.Collect(ctx, h.Reader, rel)
 }
 
 // priorAndAnchors returns each entry's state, firstUnhealthy and assessedRenderRef as

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -79,10 +80,15 @@ func TestDiscoveryAndOpenAPI(t *testing.T) {
 			t.Errorf("/openapi/v2 lacks the definition %s", d)
 		}
 	}
-	v3, err := cs.RESTClient().Get().AbsPath("/openapi/v3/apis/subresources.convoy.kumodo.io/v1alpha1").DoRaw(context.Background())
-	if err != nil || !strings.Contains(string(v3), "HealthResponse") {
-		t.Errorf("/openapi/v3 of the group: %v, %.200s", err, v3)
-	}
+	// The kube-apiserver's aggregator reads the group's OpenAPI v3 document on its own
+	// schedule after the APIService turns available: it may 404 for a while.
+	eventually(t, 30*time.Second, func() error {
+		v3, err := cs.RESTClient().Get().AbsPath("/openapi/v3/apis/subresources.convoy.kumodo.io/v1alpha1").DoRaw(context.Background())
+		if err != nil || !strings.Contains(string(v3), "HealthResponse") || !strings.Contains(string(v3), "decidedBy") {
+			return fmt.Errorf("/openapi/v3 of the group: %v, %.200s", err, v3)
+		}
+		return nil
+	})
 }
 
 // TestRequestLogNamesTheUser: convoy-api logs each request with the user that the

@@ -32,8 +32,9 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 				"total": integer("All entries."), "healthy": integer("Healthy entries."), "progressing": integer("Progressing entries."),
 				"degraded": integer("Degraded entries."), "unknown": integer("Unknown or not yet assessed entries."),
 			}, nil).Schema,
-			"entries": array("The entries that the controller-manager records, by wave, group, kind, namespace, name.", refTo(ref(entry))),
-			"hooks":   array("The hooks that the controller-manager records, by name.", refTo(ref(hook))),
+			"entries":        array("The entries that the controller-manager records, by wave, group, kind, namespace, name.", refTo(ref(entry))),
+			"hooks":          array("The hooks that the controller-manager records, by name.", refTo(ref(hook))),
+			"decidedByError": str(`Why some entries that are not Healthy have no decidedBy (rules that do not compile, an unreadable target, too many entries); "" when none.`),
 		}, []string{entry, hook})
 	defs[entry] = object("One inventory entry; every field is always present.", props{
 		"group": str(`API group; "" for the core group.`), "version": str("Version applied."), "kind": str("Kind."),
@@ -41,6 +42,11 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		"wave": integer("Apply wave."), "state": str(`Healthy, Progressing, Degraded, Unknown, or "" before the first assessment.`),
 		"message": str("Why the object is not Healthy."), "firstUnhealthy": nullable(refTo(ref(timeRef)), "When the object first failed since it last passed; null when unset."),
 		"renderRef": str("The render that applied the object."), "assessedRenderRef": str("The entry's renderRef at the last assessment."),
+		"decidedBy": nullable(object("", props{
+			"kind": str("GlobalHealthRuleSet or HealthRuleSet."), "namespace": str(`Namespace of a HealthRuleSet; "" for a global set.`),
+			"name": str("Name of the rule set."), "rule": integer("0-based index of the rule in spec.rules."),
+			"cause": str("RuleFailed (Progressing), DeadlinePassed (failing past the deadline: Degraded) or EvaluationError (Unknown)."),
+		}, nil).Schema, "The rule that decides a non-Healthy entry now, re-evaluated on demand; null when none."),
 	}, []string{timeRef})
 	defs[hook] = object("One lifecycle hook; every field is always present.", props{
 		"name": str("Name of the hook."), "workloadKind": str("Job or Pod."), "namespace": str("Namespace of the workload."),

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
+	"github.com/kumodo/convoy-observer/health"
 	"github.com/kumodo/convoy-observer/internal/scheme"
 	"github.com/kumodo/convoy-observer/internal/subresources"
 )
@@ -82,6 +83,11 @@ func New(o *Options) (*Server, error) {
 	}
 	h := subresources.NewHandler(direct)
 	h.Reader, h.Fallback = c, direct
+	// decidedBy of /health, only for Releases with entries that are not Healthy: rule
+	// sets, the Cluster and its kubeconfig Secret read directly (no informers, so a
+	// missing grant is a decidedByError, never an unready server), the local cluster
+	// with convoy-api's own credentials.
+	h.Explainer = &subresources.Explainer{Reader: direct, LocalConfig: cfg, Evaluators: health.NewEvaluatorCache(0)}
 
 	generic, err := gc.Complete(nil).New("convoy-api", genericapiserver.NewEmptyDelegate())
 	if err != nil {

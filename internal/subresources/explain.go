@@ -1,0 +1,212 @@
+package subresources
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
+	"github.com/kumodo/convoy-observer/health"
+	"github.com/kumodo/convoy-observer/internal/inventory"
+	"github.com/kumodo/convoy-observer/internal/rulesets"
+)
+
+// Bounds of one explanation (Explainer).
+const (
+	// DefaultExplainMaxEntries is how many entries that are not Healthy one /health
+	// request re-evaluates at most: one read of the target cluster each.
+	DefaultExplainMaxEntries = 100
+	// DefaultExplainTimeout bounds the reads of one explanation.
+	DefaultExplainTimeout = 10 * time.Second
+	// explainConcurrency is how many objects one explanation reads at a time.
+	explainConcurrency = 4
+)
+
+// Explainer says which rule decided each entry of a HealthResponse that is not
+// Healthy (HealthEntry.DecidedBy): it re-evaluates, on demand, the rules that the
+// Release selects (rulesets.Collect, compiled as the loop compiles them) against the
+// live objects of those entries, as the health loop evaluates them, and writes nothing.
+// The answer is as of now: an object that recovered since the loop's last pass has no
+// decider, and one that started failing is RuleFailed until the deadline passes.
+//
+// It is safe for concurrent use once its fields are set.
+type Explainer struct {
+	// Reader reads, on the management cluster, the rule sets, the Release's Cluster and
+	// the Cluster's kubeconfig Secret.
+	Reader client.Reader
+	// LocalConfig reaches the target of a Cluster without spec.kubeconfigSecretRef
+	// (the management cluster itself). nil: such entries are not explained, and the
+	// answer's decidedByError says so.
+	LocalConfig *rest.Config
+	// Evaluators keeps compiled selections between requests; nil compiles every time.
+	Evaluators *health.EvaluatorCache
+	// Now is the clock of the deadline; nil is time.Now.
+	Now func() time.Time
+	// MaxEntries bounds the entries re-evaluated per call; < 1 is
+	// DefaultExplainMaxEntries.
+	MaxEntries int
+	// Timeout bounds the reads of one call; <= 0 is DefaultExplainTimeout.
+	Timeout time.Duration
+}
+
+// Explain sets DecidedBy of every entry of resp that is neither Healthy nor unassessed
+// and that a rule decides now: the rule set kind, namespace and name, the 0-based rule
+// index, and the cause (health.Explain): RuleFailed, DeadlinePassed (the failure
+// outlasted spec.healthAssessment.deadline since the entry's firstUnhealthy) or
+// EvaluationError. rel and inv are what resp was built from (inv gives the resources;
+// nil means no entries). An entry whose object is missing has no decider (its message
+// says so already).
+//
+// The error says why some entries could not be explained: the Release has no
+// spec.healthAssessment is no error, but rules that do not compile, an unreadable
+// Cluster or kubeconfig Secret, objects that could not be read, or more entries than
+// MaxEntries are; the entries explained before it stay set.
+func (x *Explainer) Explain(ctx context.Context, rel *v1alpha1.Release, inv *v1alpha1.ReleaseInventory, resp *HealthResponse) error {
+	var todo []int
+	for i := range resp.Entries {
+		if s := resp.Entries[i].State; s != v1alpha1.StateHealthy && s != "" {
+			todo = append(todo, i)
+		}
+	}
+	if len(todo) == 0 || rel.Spec.HealthAssessment == nil || inv == nil {
+		return nil
+	}
+	var errs []error
+	if limit := x.maxEntries(); len(todo) > limit {
+		errs = append(errs, fmt.Errorf("only the first %d of the %d entries that are not Healthy are explained", limit, len(todo)))
+		todo = todo[:limit]
+	}
+	global, local, err := rulesets.Collect(ctx, x.Reader, rel)
+	if err != nil {
+		return err
+	}
+	var ev *health.Evaluator
+	if x.Evaluators != nil {
+		ev, err = x.Evaluators.Get(global, local)
+	} else {
+		ev, err = health.NewEvaluator(global, local)
+	}
+	if err != nil {
+		return fmt.Errorf("the selected rules do not compile: %w", err)
+	}
+	target, err := x.targetClient(ctx, rel)
+	if err != nil {
+		return err
+	}
+	resources := make(map[inventory.Key]*v1alpha1.InventoryEntry, len(inv.Entries))
+	for i := range inv.Entries {
+		resources[inventory.KeyOf(&inv.Entries[i])] = &inv.Entries[i]
+	}
+	var deadline *time.Duration
+	if d, ok := rel.GetDeadline(); ok {
+		deadline = &d
+	}
+	now := time.Now()
+	if x.Now != nil {
+		now = x.Now()
+	}
+	timeout := x.Timeout
+	if timeout <= 0 {
+		timeout = DefaultExplainTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	readErrs := make([]error, len(todo))
+	g := errgroup.Group{}
+	g.SetLimit(explainConcurrency)
+	for j, i := range todo {
+		e := &resp.Entries[i]
+		ie := resources[inventory.Key{Group: e.Group, Kind: e.Kind, Namespace: e.Namespace, Name: e.Name}]
+		if ie == nil || ie.Version == "" || ie.Resource == "" {
+			continue // the loop cannot read it either: its message says so
+		}
+		g.Go(func() error {
+			gvr := schema.GroupVersionResource{Group: ie.Group, Version: ie.Version, Resource: ie.Resource}
+			obj, err := target.Resource(gvr).Namespace(ie.Namespace).Get(ctx, ie.Name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			if err != nil {
+				readErrs[j] = fmt.Errorf("reading %s %s: %w", e.Kind, namespacedName(e.Namespace, e.Name), err)
+				return nil
+			}
+			r := ev.Evaluate(ie.APIVersion(), ie.Resource, obj.Object)
+			var anchor *time.Time
+			if e.FirstUnhealthy != nil {
+				anchor = &e.FirstUnhealthy.Time
+			}
+			state, _ := health.DeriveState(r, anchor, deadline, now)
+			e.DecidedBy = health.Explain(r, state)
+			return nil
+		})
+	}
+	_ = g.Wait()
+	if n, first := countErrors(readErrs); n > 0 {
+		errs = append(errs, fmt.Errorf("%d objects could not be read, the first: %w", n, first))
+	}
+	return errors.Join(errs...)
+}
+
+func (x *Explainer) maxEntries() int {
+	if x.MaxEntries < 1 {
+		return DefaultExplainMaxEntries
+	}
+	return x.MaxEntries
+}
+
+// targetClient reads the objects of rel's target cluster: LocalConfig for a Cluster
+// without kubeconfigSecretRef, else the kubeconfig in its Secret. client-go shares the
+// connections of equal configurations, so a new client per call reuses them.
+func (x *Explainer) targetClient(ctx context.Context, rel *v1alpha1.Release) (dynamic.Interface, error) {
+	cluster := &v1alpha1.Cluster{}
+	if err := x.Reader.Get(ctx, client.ObjectKey{Namespace: rel.Namespace, Name: rel.Spec.ClusterRef.Name}, cluster); err != nil {
+		return nil, fmt.Errorf("reading Cluster %s/%s: %w", rel.Namespace, rel.Spec.ClusterRef.Name, err)
+	}
+	cfg := x.LocalConfig
+	if ref := cluster.Spec.KubeconfigSecretRef; ref != nil {
+		s := &corev1.Secret{}
+		if err := x.Reader.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: ref.Name}, s); err != nil {
+			return nil, fmt.Errorf("reading the kubeconfig Secret %s of Cluster %s: %w", ref.Name, cluster.Name, err)
+		}
+		var err error
+		if cfg, err = clientcmd.RESTConfigFromKubeConfig(s.Data[ref.GetKey()]); err != nil {
+			return nil, fmt.Errorf("the kubeconfig of Cluster %s (Secret %s, key %s): %w", cluster.Name, ref.Name, ref.GetKey(), err)
+		}
+	} else if cfg == nil {
+		return nil, fmt.Errorf("the Cluster %s has no kubeconfigSecretRef and this server reads no local cluster", cluster.Name)
+	}
+	return dynamic.NewForConfig(cfg)
+}
+
+// countErrors returns how many of errs are not nil, and the first that is not.
+func countErrors(errs []error) (int, error) {
+	n, first := 0, error(nil)
+	for _, err := range errs {
+		if err != nil {
+			if first == nil {
+				first = err
+			}
+			n++
+		}
+	}
+	return n, first
+}
+
+// namespacedName is namespace/name, or name for a cluster-scoped object.
+func namespacedName(namespace, name string) string {
+	if namespace == "" {
+		return name
+	}
+	return namespace + "/" + name
+}

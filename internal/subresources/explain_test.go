@@ -1,0 +1,190 @@
+package subresources_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
+	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
+	"github.com/kumodo/convoy-observer/health"
+	"github.com/kumodo/convoy-observer/internal/subresources"
+)
+
+// explainedRelease creates, in namespace default, a HealthRuleSet labelled for the test,
+// the Release name on Cluster cluster with a 5m deadline selecting it, the ConfigMaps of
+// objects (name → data; nil: not created) and an inventory recording every name with
+// the given states, the Degraded ones failing for an hour.
+func explainedRelease(t *testing.T, name, cluster string, rules []extv1alpha1.RuleSpec, objects map[string]map[string]string, states map[string]string) {
+	t.Helper()
+	ctx := context.Background()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(env.Client.Create(ctx, &extv1alpha1.HealthRuleSet{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Labels: map[string]string{"explain": name}},
+		Spec:       extv1alpha1.HealthRuleSetSpec{Rules: rules},
+	}))
+	for n, data := range objects {
+		if data != nil {
+			must(env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name + "-" + n, Namespace: "default"}, Data: data}))
+		}
+	}
+	rel := &v1alpha1.Release{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
+		Spec: v1alpha1.ReleaseSpec{ClusterRef: v1alpha1.ClusterReference{Name: cluster},
+			HealthAssessment: &v1alpha1.HealthAssessment{Deadline: &metav1.Duration{Duration: 5 * time.Minute},
+				LocalRuleSetSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"explain": name}}}},
+	}
+	must(env.Client.Create(ctx, rel))
+	rel.Status.LastAttempted = &v1alpha1.AttemptStatus{RenderRef: "r1"}
+	must(env.Client.Status().Update(ctx, rel))
+	var recorded, assessed []any
+	for n, state := range states {
+		recorded = append(recorded, entry("", "ConfigMap", "default", name+"-"+n,
+			map[string]any{"version": "v1", "resource": "configmaps", "wave": 0, "renderRef": "r1"}))
+		f := map[string]any{"state": state, "assessedRenderRef": "r1"}
+		if state == "Degraded" {
+			f["firstUnhealthy"] = time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
+		}
+		assessed = append(assessed, entry("", "ConfigMap", "default", name+"-"+n, f))
+	}
+	mustApply(t, cmManager, name, map[string]any{"entries": recorded})
+	mustApply(t, invManager, name, map[string]any{"entries": assessed})
+}
+
+// explainedHealth serves /health with x and returns, per entry name without the release
+// prefix, "KIND NAMESPACE/NAME RULE CAUSE" of decidedBy or "-", and decidedByError.
+func explainedHealth(t *testing.T, name string, x *subresources.Explainer) (map[string]string, string) {
+	t.Helper()
+	h := subresources.NewHandler(env.Client)
+	h.Log, h.Explainer = logr.Discard(), x
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	_, body := getHealth(t, srv.URL+subresources.HealthPath("default", name))
+	var doc struct {
+		Entries []struct {
+			Name      string          `json:"name"`
+			DecidedBy *health.Decider `json:"decidedBy"`
+		} `json:"entries"`
+		DecidedByError string `json:"decidedByError"`
+	}
+	if err := json.Unmarshal(body, &doc); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, e := range doc.Entries {
+		got := "-"
+		if d := e.DecidedBy; d != nil {
+			b, _ := json.Marshal(d.Rule)
+			got = d.Kind + " " + d.Namespace + "/" + d.Name + " " + string(b) + " " + string(d.Cause)
+		}
+		out[strings.TrimPrefix(e.Name, name+"-")] = got
+	}
+	return out, doc.DecidedByError
+}
+
+// TestHealthExplainsEntries: /health names the rule that decides each entry that is not
+// Healthy and why, re-evaluated against the live objects of a remote cluster (the
+// kubeconfig in the Cluster's Secret): RuleFailed while within the deadline,
+// DeadlinePassed past it, EvaluationError; nothing for a Healthy entry, a missing
+// object or one that passes now.
+func TestHealthExplainsEntries(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	kc, err := env.AdminKubeconfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "explain-remote", Namespace: "default"},
+		Data: map[string][]byte{"value": kc}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Create(ctx, &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "explain-remote", Namespace: "default"},
+		Spec: v1alpha1.ClusterSpec{KubeconfigSecretRef: &v1alpha1.SecretKeyReference{Name: "explain-remote"}}}); err != nil {
+		t.Fatal(err)
+	}
+	const name = "explain-remote"
+	explainedRelease(t, name, "explain-remote", []extv1alpha1.RuleSpec{
+		{APIVersion: "v1", Resources: []string{"secrets"}, RuleExpression: "false"},
+		{APIVersion: "v1", Resources: []string{"configmaps"}, RuleExpression: "object.data.ready == 'true'"},
+	}, map[string]map[string]string{
+		"failing": {"ready": "false"}, "late": {"ready": "false"}, "broken": {}, "recovered": {"ready": "true"}, "ok": {"ready": "true"}, "missing": nil,
+	}, map[string]string{
+		"failing": "Progressing", "late": "Degraded", "broken": "Unknown", "recovered": "Progressing", "ok": "Healthy", "missing": "Unknown",
+	})
+	got, explainErr := explainedHealth(t, name, &subresources.Explainer{Reader: env.Client})
+	want := map[string]string{
+		"failing":   "HealthRuleSet default/" + name + " 1 RuleFailed",
+		"late":      "HealthRuleSet default/" + name + " 1 DeadlinePassed",
+		"broken":    "HealthRuleSet default/" + name + " 1 EvaluationError",
+		"recovered": "-", "ok": "-", "missing": "-",
+	}
+	for n, w := range want {
+		if got[n] != w {
+			t.Errorf("%s: decidedBy %s, want %s", n, got[n], w)
+		}
+	}
+	if explainErr != "" {
+		t.Errorf("decidedByError = %q, want none", explainErr)
+	}
+	if len(got) != len(want) {
+		t.Errorf("entries %v, want %d", got, len(want))
+	}
+}
+
+// TestHealthExplainErrors: when entries cannot be explained, /health still answers
+// and decidedByError says why.
+func TestHealthExplainErrors(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	if err := env.Client.Create(ctx, &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "explain-local", Namespace: "default"}}); err != nil {
+		t.Fatal(err)
+	}
+	failing := []extv1alpha1.RuleSpec{{APIVersion: "v1", Resources: []string{"configmaps"}, RuleExpression: "false"}}
+	objects := map[string]map[string]string{"a": {}, "b": {}, "c": {}}
+	states := map[string]string{"a": "Progressing", "b": "Progressing", "c": "Progressing"}
+	explainedRelease(t, "explain-errors", "explain-local", failing, objects, states)
+	explainedRelease(t, "explain-nocluster", "no-such-cluster", failing, nil, map[string]string{"a": "Progressing"})
+	explainedRelease(t, "explain-invalid", "explain-local", []extv1alpha1.RuleSpec{
+		{APIVersion: "v1", Resources: []string{"configmaps"}, RuleExpression: "object.data +"},
+	}, nil, map[string]string{"a": "Unknown"})
+	local := &subresources.Explainer{Reader: env.Client, LocalConfig: env.Config}
+	cases := []struct {
+		name, release string
+		x             *subresources.Explainer
+		explained     int
+		err           string
+	}{
+		{"every entry", "explain-errors", local, 3, ""},
+		{"more entries than one request explains", "explain-errors", &subresources.Explainer{Reader: env.Client, LocalConfig: env.Config, MaxEntries: 2}, 2,
+			"only the first 2 of the 3 entries that are not Healthy are explained"},
+		{"no local cluster", "explain-errors", &subresources.Explainer{Reader: env.Client}, 0, "the Cluster explain-local has no kubeconfigSecretRef"},
+		{"no Cluster", "explain-nocluster", local, 0, "reading Cluster default/no-such-cluster"},
+		{"rules that do not compile", "explain-invalid", local, 0, "the selected rules do not compile: HealthRuleSet/default/explain-invalid rule 0"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, explainErr := explainedHealth(t, tc.release, tc.x)
+			n := 0
+			for _, d := range got {
+				if d != "-" {
+					n++
+				}
+			}
+			if n != tc.explained || !strings.Contains(explainErr, tc.err) || (tc.err == "") != (explainErr == "") {
+				t.Errorf("%d explained, decidedByError %q; want %d and %q", n, explainErr, tc.explained, tc.err)
+			}
+		})
+	}
+}
