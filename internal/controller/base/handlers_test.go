@@ -5,6 +5,9 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
 )
@@ -103,5 +106,52 @@ func TestShardGate(t *testing.T) {
 	}
 	if got := g.Shards(); len(got) != 2 || got[0] != "a" {
 		t.Fatalf("Shards() = %v", got)
+	}
+}
+
+// TestPredicates: creates and deletes always add a key; updates only as ReleaseChanged,
+// InventoryChanged and ClusterChanged say (CONTRACT §2).
+func TestPredicates(t *testing.T) {
+	t.Parallel()
+	rel := &v1alpha1.Release{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "1", Generation: 1}}
+	relStatus := rel.DeepCopy()
+	relStatus.ResourceVersion = "2"
+	relGen := relStatus.DeepCopy()
+	relGen.Generation = 2
+	inv := &v1alpha1.ReleaseInventory{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "1"}}
+	invOwn := inv.DeepCopy()
+	invOwn.ResourceVersion = "2"
+	invOwn.Entries = []v1alpha1.InventoryEntry{{Name: "a", State: v1alpha1.StateHealthy}}
+	invOwn.Entries[0].Kind = "ConfigMap"
+	invCM := invOwn.DeepCopy()
+	invCM.Entries[0].RenderRef = "r2"
+	inv.Entries = []v1alpha1.InventoryEntry{{Name: "a"}}
+	inv.Entries[0].Kind = "ConfigMap"
+	cl := &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "1", Generation: 1}}
+	clStatus := cl.DeepCopy()
+	clStatus.ResourceVersion = "2"
+	clSpec := clStatus.DeepCopy()
+	clSpec.Generation, clSpec.Spec.Shard = 2, "b"
+	cases := []struct {
+		name     string
+		p        predicate.Predicate
+		old, cur client.Object
+		want     bool
+	}{
+		{"Release status write", ReleasePredicate(), rel, relStatus, false},
+		{"Release generation", ReleasePredicate(), rel, relGen, true},
+		{"Release resync", ReleasePredicate(), rel, rel, true},
+		{"inventory observer write", InventoryPredicate(), inv, invOwn, false},
+		{"inventory renderRef", InventoryPredicate(), inv, invCM, true},
+		{"Cluster status", ClusterPredicate(), cl, clStatus, false},
+		{"Cluster spec", ClusterPredicate(), cl, clSpec, true},
+	}
+	for _, tc := range cases {
+		if got := tc.p.Update(event.UpdateEvent{ObjectOld: tc.old, ObjectNew: tc.cur}); got != tc.want {
+			t.Errorf("%s: update = %v, want %v", tc.name, got, tc.want)
+		}
+		if !tc.p.Create(event.CreateEvent{Object: tc.cur}) || !tc.p.Delete(event.DeleteEvent{Object: tc.cur}) {
+			t.Errorf("%s: a create or delete was filtered out", tc.name)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package health
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
 	"github.com/kumodo/convoy-observer/internal/controller/base"
 )
@@ -42,8 +44,8 @@ func (p *passCounter) get(key string) int {
 }
 
 // startManager runs the loop in a real manager whose cache watches f's namespace, with
-// one worker, and counts passes per key.
-func startManager(t *testing.T, f *fixture) *passCounter {
+// one worker, and counts passes per key. setup changes the loop before it is wired.
+func startManager(t *testing.T, f *fixture, setup ...func(h *HealthController)) *passCounter {
 	t.Helper()
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme:                 env.Scheme,
@@ -56,6 +58,9 @@ func startManager(t *testing.T, f *fixture) *passCounter {
 	h := f.newController()
 	h.Reader = mgr.GetCache()
 	h.Writer = mgr.GetClient()
+	for _, fn := range setup {
+		fn(h)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c, err := h.SetupWithManager(ctx, mgr, 1)
 	must(t, err)
@@ -194,4 +199,69 @@ func TestClusterChangeWakesItsReleasesOnly(t *testing.T) {
 	if got := passes.get(f.key); got != before {
 		t.Fatalf("the Release of an unchanged Cluster had %d more passes", got-before)
 	}
+}
+
+// TestTargetChangeWakesThroughTheController: in the running controller, a change of a
+// recorded target object queues its Release (the cluster cache's notification reaches
+// the controller's queue); nothing else would: the Release is Healthy and has no
+// syncPolicy.interval, so no re-check is scheduled.
+func TestTargetChangeWakesThroughTheController(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.readyRelease(0, 0)
+	f.lastAttempted("r1")
+	f.configMap("a", "true")
+	f.inventory(cm("a", 0, "r1"))
+	passes := startManager(t, f, func(h *HealthController) {
+		h.Clusters = base.NewClusterCache(base.ClusterCacheOptions{Local: env.Config, SecretReader: env.Client, Watch: true})
+	})
+	eventually(t, "the entry to turn Healthy", func() bool { return f.entry("a").State == v1alpha1.StateHealthy })
+	first := passes.get(f.key)
+	n := 0
+	// The informer of ConfigMaps starts with the first pass; until its first list is done,
+	// a change is part of that list and wakes nothing, so the change is repeated.
+	eventually(t, "a pass woken by the ConfigMap's change", func() bool {
+		n++
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "v1", "kind": "ConfigMap",
+			"metadata": map[string]any{"name": "a", "namespace": f.ns},
+			"data":     map[string]any{"ready": "false", "n": fmt.Sprint(n)},
+		}}
+		must(t, env.Client.Apply(f.ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("test"), client.ForceOwnership))
+		return f.entry("a").State == v1alpha1.StateProgressing
+	})
+	if passes.get(f.key) <= first {
+		t.Fatal("the entry changed without a pass")
+	}
+}
+
+// TestRuleSetChangesWakeTheirReleases: a HealthRuleSet change queues the Releases of its
+// namespace, and a GlobalHealthRuleSet change every Release (CONTRACT §2). The Release
+// is Healthy without syncPolicy.interval, so only these events bring a pass.
+func TestRuleSetChangesWakeTheirReleases(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.readyRelease(0, 0)
+	f.lastAttempted("r1")
+	f.configMap("a", "true")
+	f.inventory(cm("a", 0, "r1"))
+	passes := startManager(t, f)
+	eventually(t, "the entry to turn Healthy", func() bool { return f.entry("a").State == v1alpha1.StateHealthy })
+
+	before := passes.get(f.key)
+	g := &extv1alpha1.GlobalHealthRuleSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "wake-" + f.ns},
+		Spec: extv1alpha1.GlobalHealthRuleSetSpec{Rules: []extv1alpha1.RuleSpec{{
+			APIVersion: "v1", Resources: []string{"configmaps"}, RuleExpression: "true",
+		}}},
+	}
+	must(t, env.Client.Create(f.ctx, g))
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), g) })
+	eventually(t, "a pass after a GlobalHealthRuleSet was created", func() bool { return passes.get(f.key) > before })
+
+	rs := &extv1alpha1.HealthRuleSet{}
+	must(t, env.Client.Get(f.ctx, clientKey(f.ns, "rules"), rs))
+	rs.Spec.Rules[0].RuleExpression = "object.?data.?ready.orValue('') == 'false'"
+	must(t, env.Client.Update(f.ctx, rs))
+	eventually(t, "a pass with the changed HealthRuleSet", func() bool { return f.entry("a").State == v1alpha1.StateProgressing })
 }
