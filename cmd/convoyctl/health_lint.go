@@ -14,18 +14,20 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/kube-openapi/pkg/validation/spec"
 
-	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
 	"github.com/kumodo/convoy-observer/health/lint"
 )
 
-// newHealthLintCommand builds `health lint FILE… [--kubeconfig F]`.
+// newHealthLintCommand builds `health lint FILE|DIR… [--schema F|DIR…] [--kubeconfig F]`.
 func newHealthLintCommand(env *cliEnv) *cobra.Command {
 	var kubeconfig string
+	var schemas []string
 	cmd := &cobra.Command{
-		Use:   "lint FILE… [--kubeconfig F]",
+		Use:   "lint FILE|DIR… [--schema FILE|DIR…] [--kubeconfig F]",
 		Short: "Check health rule sets: compile them and type-check each rule against its resources' schema",
 		Long: `Check the GlobalHealthRuleSets and HealthRuleSets of the files (YAML or JSON, one or more
-documents, or a List) and print one line per finding:
+documents, or a List) and print one line per finding. A directory stands for what
+kubectl apply -k installs when it holds a kustomization (kustomize build), else for its
+.yaml, .yml and .json files:
 
   error: GlobalHealthRuleSet/NAME rule I FIELD: MESSAGE
 
@@ -37,9 +39,12 @@ does not exist (object.status.readyReplica), an operation on mismatched types
 not tested first, and a rule whose apiVersion and resource match nothing known.
 
 The schemas of the built-in kinds come from the Kubernetes API types compiled into
-convoyctl (no cluster needed). With --kubeconfig, the schemas of other resources (CRDs)
-come from the cluster's /openapi/v3 and its discovery; without it their rules are not
-type-checked, which a note line says.
+convoyctl (no cluster needed), the aggregator's APIService and CustomResourceDefinition
+included. The schemas of other resources (CRDs) come from --schema, files or directories
+of CustomResourceDefinitions (each served version, as the API server builds it), then,
+with --kubeconfig, from the cluster's /openapi/v3 and its discovery. A rule of a CRD that
+none of them knows is not type-checked, and a note line says so; so is a version that the
+CustomResourceDefinition given with --schema does not serve (an older install may).
 
 Exit status: 0 when there is no error (notes allowed), 1 when a rule set has an error
 finding, 2 on a usage error or unreadable input.`,
@@ -50,22 +55,28 @@ finding, 2 on a usage error or unreadable input.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var global []extv1alpha1.GlobalHealthRuleSet
-			var local []extv1alpha1.HealthRuleSet
-			for _, path := range args {
-				g, l, err := readRuleSets(path)
+			global, local, err := readRuleSetArgs(args)
+			if err != nil {
+				return inputError(err)
+			}
+			src := lint.Sources{&lint.Builtin{}}
+			if len(schemas) > 0 {
+				crds, err := readCRDs(schemas)
 				if err != nil {
 					return inputError(err)
 				}
-				global, local = append(global, g...), append(local, l...)
+				fromFiles, err := lint.NewCRDs(crds)
+				if err != nil {
+					return inputError(fmt.Errorf("reading --schema: %w", err))
+				}
+				src = append(src, fromFiles)
 			}
-			var src lint.SchemaSource = &lint.Builtin{}
 			if kubeconfig != "" {
 				cs, err := newClusterSchemas(kubeconfig)
 				if err != nil {
 					return inputError(err)
 				}
-				src = cs
+				src = append(src, cs)
 			}
 			findings := lint.Lint(global, local, src)
 			errs := 0
@@ -81,15 +92,15 @@ finding, 2 on a usage error or unreadable input.`,
 			return nil
 		},
 	}
+	cmd.Flags().StringArrayVar(&schemas, "schema", nil, "file or directory of CustomResourceDefinitions whose schemas type-check the rules of their resources (repeatable)")
 	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig of a cluster whose discovery and /openapi/v3 give the schemas of other resources (CRDs)")
 	return cmd
 }
 
-// clusterSchemas is the SchemaSource of health lint --kubeconfig: built-in kinds from
-// lint.Builtin, every other resource from the cluster: its discovery says whether it is
-// served and which kind it holds, its /openapi/v3 gives the schema.
+// clusterSchemas is the SchemaSource of health lint --kubeconfig, asked after lint.Builtin
+// and --schema: the cluster's discovery says whether a resource is served and which kind
+// it holds, its /openapi/v3 gives the schema.
 type clusterSchemas struct {
-	builtin  lint.Builtin
 	mapper   meta.RESTMapper
 	resolver resolver.SchemaResolver
 }
@@ -111,20 +122,16 @@ func newClusterSchemas(kubeconfig string) (*clusterSchemas, error) {
 	return &clusterSchemas{mapper: restmapper.NewDiscoveryRESTMapper(groups), resolver: &resolver.ClientDiscoveryResolver{Discovery: cached}}, nil
 }
 
-// Lookup asks lint.Builtin first, then the cluster.
+// Lookup asks the cluster.
 func (c *clusterSchemas) Lookup(gv schema.GroupVersion, resource string) (*spec.Schema, schema.GroupVersionKind, lint.Resolution, error) {
-	s, gvk, res, err := c.builtin.Lookup(gv, resource)
-	if res != lint.NoSchema || err != nil {
-		return s, gvk, res, err
-	}
-	gvk, err = c.mapper.KindFor(gv.WithResource(resource))
+	gvk, err := c.mapper.KindFor(gv.WithResource(resource))
 	if meta.IsNoMatchError(err) {
 		return nil, schema.GroupVersionKind{}, lint.UnknownResource, nil
 	}
 	if err != nil {
 		return nil, schema.GroupVersionKind{}, lint.NoSchema, err
 	}
-	s, err = c.resolver.ResolveSchema(gvk)
+	s, err := c.resolver.ResolveSchema(gvk)
 	if errors.Is(err, resolver.ErrSchemaNotFound) {
 		return nil, gvk, lint.NoSchema, nil
 	}

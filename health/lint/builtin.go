@@ -13,11 +13,14 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 	"k8s.io/kube-openapi/pkg/validation/spec"
 )
 
 // Builtin is the SchemaSource of the Kubernetes API's built-in kinds, offline: the Go
-// types of client-go's scheme (plus apiextensions.k8s.io/v1), turned into schemas by
+// types of client-go's scheme plus the two groups that the kube-apiserver serves from
+// outside it, apiextensions.k8s.io/v1 (CustomResourceDefinition) and
+// apiregistration.k8s.io/v1 (APIService, from k8s.io/kube-aggregator), turned into schemas by
 // reflection over their JSON tags. It knows every group of that scheme, so a rule for
 // a version or resource of a built-in group that Kubernetes does not serve (for example
 // autoscaling/v2beta2, removed in 1.26) is UnknownResource; other groups are NoSchema.
@@ -41,6 +44,7 @@ func (b *Builtin) init() {
 		b.scheme = runtime.NewScheme()
 		_ = clientgoscheme.AddToScheme(b.scheme)
 		_ = apiextensionsv1.AddToScheme(b.scheme)
+		_ = apiregistrationv1.AddToScheme(b.scheme)
 		b.groups = map[string]bool{}
 		b.kinds = map[schema.GroupVersionResource]schema.GroupVersionKind{}
 		for gvk, t := range b.scheme.AllKnownTypes() {

@@ -14,7 +14,8 @@
 // type, as the API server type-checks CRD validation rules and ValidatingAdmissionPolicy
 // expressions; formats are dropped so that date-times and quantities stay the strings
 // that the loop's unstructured objects hold. The package reads no cluster: the caller
-// passes the SchemaSource (Builtin offline, or one backed by a cluster's /openapi/v3).
+// passes the SchemaSource (Builtin offline, CRDs built from CustomResourceDefinition
+// manifests, one backed by a cluster's /openapi/v3, or Sources chaining them).
 //
 //	findings := lint.Lint(global, local, &lint.Builtin{})
 //	for _, f := range findings { fmt.Println(f) }
@@ -162,7 +163,7 @@ func lintSet(kind, namespace, name string, rules []extv1alpha1.RuleSpec, src Sch
 				add(Error, "resources", "%s %s matches nothing known: no such version or resource (plural, lowercase)", r.APIVersion, res)
 				continue
 			case resolution == NoSchema:
-				add(Note, "resources", "%s %s not type-checked: no schema known (give --kubeconfig to read the cluster's)", r.APIVersion, res)
+				add(Note, "resources", "%s %s not type-checked: no schema known (give its CustomResourceDefinition with --schema, or --kubeconfig to read the cluster's)", r.APIVersion, res)
 				continue
 			}
 			for _, e := range []struct{ field, expr string }{

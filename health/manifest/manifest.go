@@ -22,6 +22,7 @@ import (
 	"math"
 	"strings"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -294,4 +295,48 @@ func nameOf(doc []byte) string {
 	}
 	_ = json.Unmarshal(doc, &m)
 	return m.Metadata.Name
+}
+
+// DecodeCRDs reads every CustomResourceDefinition (apiextensions.k8s.io/v1) in r, in file
+// order: YAML or JSON, one or more documents, a List standing for its items. Any other
+// kind is an error naming the document; decoding is strict like DecodeRuleSets'. It is
+// what convoyctl health lint --schema reads.
+func DecodeCRDs(r io.Reader) ([]apiextensionsv1.CustomResourceDefinition, error) {
+	docs, err := documents(r)
+	if err != nil {
+		return nil, err
+	}
+	var out []apiextensionsv1.CustomResourceDefinition
+	var decode func(doc []byte) error
+	decode = func(doc []byte) error {
+		var tm typeMeta
+		if err := json.Unmarshal(doc, &tm); err != nil {
+			return err
+		}
+		want := apiextensionsv1.SchemeGroupVersion.String()
+		switch {
+		case isList(tm.Kind) && tm.Items != nil:
+			for j, item := range tm.Items {
+				if err := decode(item); err != nil {
+					return fmt.Errorf("item %d: %w", j, err)
+				}
+			}
+			return nil
+		case tm.APIVersion == want && tm.Kind == "CustomResourceDefinition":
+			var crd apiextensionsv1.CustomResourceDefinition
+			if err := strictUnmarshal(doc, &crd); err != nil {
+				return fmt.Errorf("CustomResourceDefinition %q: %w", nameOf(doc), err)
+			}
+			out = append(out, crd)
+			return nil
+		default:
+			return fmt.Errorf("%s %q of apiVersion %q is not a CustomResourceDefinition of %s", tm.Kind, nameOf(doc), tm.APIVersion, want)
+		}
+	}
+	for i, doc := range docs {
+		if err := decode(doc); err != nil {
+			return nil, fmt.Errorf("document %d: %w", i+1, err)
+		}
+	}
+	return out, nil
 }
