@@ -24,16 +24,17 @@ const (
 	FieldManagerHealth = "convoy-health"
 	// FieldManagerHookStatus writes state, message and finishedAt of the hooks.
 	FieldManagerHookStatus = "convoy-hook-status"
-	// FieldManagerSyncOwed removes the AnnotationSyncOwed annotation of an inventory once
-	// the sync request it records was sent (the applies that set it carry it under their
-	// own field managers).
+	// FieldManagerSyncOwed removes an AnnotationSyncOwed annotation without a baseline
+	// (an older observer's) once the sync request it records was sent; the applies that
+	// set the annotation carry it under their own field managers.
 	FieldManagerSyncOwed = "convoy-sync-owed"
 )
 
 // AnnotationSyncOwed, on a ReleaseInventory, records that the observer owes its Release
-// a sync request: set by the write of the state that causes the request, removed once
-// the request succeeded, so the debt survives a crash of the observer in between. Its
-// value is the time it was set (RFC 3339 with nanoseconds), unique per record.
+// a sync request: set by the write of the state that causes the request, so the debt
+// survives a crash of the observer before the request. Its value is "<time, RFC 3339
+// with nanoseconds> syncRequestedAt=<the Release's SyncRequestedAtAnnotation before the
+// write>": the debt is paid once the Release's annotation differs.
 const AnnotationSyncOwed = "convoy.kumodo.io/sync-owed"
 
 // Key identifies an inventory entry: its four list-map keys.

@@ -199,6 +199,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, err
 		writer = o.WrapWriter(writer)
 	}
 	h := healthctrl.NewHealthController(mgr.GetCache(), writer, clusters, gate, waker)
+	h.LiveReader = mgr.GetAPIReader()
 	if o.ReadConcurrency > 0 {
 		h.ReadConcurrency = o.ReadConcurrency
 	}

@@ -38,6 +38,9 @@ type HealthController struct {
 	// Reader reads Releases, ReleaseInventories, Clusters and rule sets; the manager's
 	// cache in production.
 	Reader client.Reader
+	// LiveReader reads from the API server (the manager's API reader): the Release's
+	// sync annotation when a pass records an owed sync request. nil uses Reader.
+	LiveReader client.Reader
 	// Writer applies the observer's fields with Server-Side Apply.
 	Writer client.Client
 	// Clusters hands out a reader per target Cluster.
@@ -250,7 +253,7 @@ func (h *HealthController) commit(ctx context.Context, rel *v1alpha1.Release, in
 		return err // shutdown: what this pass computed from cut-off reads is not the truth
 	}
 	key := base.KeyOf(rel)
-	st := h.owedFor(key, inv)
+	st := h.owedFor(key, rel, inv)
 	// A record this process has paid already (its removal failed, or the cache has not
 	// seen the removal yet) is only removed, not paid again.
 	if e.any() || (st.value != "" && !st.paid) {
@@ -262,18 +265,20 @@ func (h *HealthController) commit(ctx context.Context, rel *v1alpha1.Release, in
 	// its arming second that found the same outcome). Without a Waker there is nobody to
 	// owe.
 	carry := ""
+	var err error
 	if st.value != "" && !st.paid {
 		carry = st.value
 	}
 	persists := e.waveCompleted || e.renderAdvanced || (e.hooksFinished > 0 && hooks.status != nil)
 	if persists && carry == "" && inv.inv != nil && h.Waker != nil {
-		carry = h.newOwedValue()
+		if carry, err = h.newOwedValue(ctx, rel); err != nil {
+			return err
+		}
 		st = owedState{value: carry}
 		h.setOwed(key, st)
 	}
 	prev := priorCondition(rel)
 	rv := inv.resourceVersion()
-	var err error
 	rv, err = h.writeHookStatus(ctx, inv.inv, rv, hooks, carry)
 	if err != nil {
 		return h.writeFailed(ctx, "hooks", err)
@@ -302,15 +307,17 @@ func (h *HealthController) commit(ctx context.Context, rel *v1alpha1.Release, in
 		return nil
 	}
 	if sent && !st.paid {
-		st.paid = true
+		// A record with a baseline now reads as paid from the Release: nothing to remove.
+		_, withBaseline := paidSince(rel, st.value)
+		st.paid, st.settled = true, withBaseline
 		h.setOwed(key, st)
 	}
-	if st.paid && !st.removed {
-		// The last write of the pass.
+	if st.paid && !st.settled {
+		// An older observer's record: removed, the last write of the pass.
 		if err := h.removeSyncOwed(ctx, inv.inv, st.value); err != nil {
 			return h.writeFailed(ctx, "sync-owed", err)
 		}
-		st.removed = true
+		st.settled = true
 		h.setOwed(key, st)
 	}
 	return nil

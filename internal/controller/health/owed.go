@@ -17,26 +17,36 @@ import (
 )
 
 // The record of an owed sync request (inventory.AnnotationSyncOwed) costs no write of
-// its own: its value, a unique time, rides in the apply that persists the edge's state
-// (the hooks or the entries apply, under that apply's field manager), so the state and
-// the debt land together. Every later apply of the observer carries the record while the
-// debt is unpaid, so no apply drops it (Server-Side Apply would remove a field that its
-// only owner no longer sends). Once the sync request succeeded, one JSON patch under the
-// field manager convoy-sync-owed removes it, whoever owns it, and only if it still holds
-// the value that was paid: a newer debt is never removed by the payment of an older one.
-// An observer killed between the state write and the request finds the record on its
-// next pass and pays it (at least once); one killed between the request and the removal
-// pays it again (a duplicate, never a loss).
+// its own: it rides in the apply that persists the edge's state (the hooks or the
+// entries apply, under that apply's field manager), so the state and the debt land
+// together, and every later apply of the observer carries it while the debt is unpaid
+// (Server-Side Apply would remove a field that its only owner stops sending). Its
+// removal costs no write either: the record holds the Release's sync annotation
+// (v1alpha1.SyncRequestedAtAnnotation, which the /sync endpoint sets, CONTRACT §1) as
+// the API server had it just before the state was written, so any later sync request
+// shows as a different annotation and the debt reads as paid, in this process or the
+// next one. A paid record stays until the next apply of its field manager drops it.
+// An observer killed between the state write and the request finds an unpaid record
+// and pays it (at least once); a steady Release, whose annotation has moved past the
+// record, sends nothing.
+//
+// A record without that baseline (written by an older observer) reads as unpaid; once
+// paid, one JSON patch under the field manager convoy-sync-owed removes it, only if it
+// still holds the value that was paid.
 
 // owedState is what this process knows about the record of one Release.
 type owedState struct {
 	// value is the record this state is about (the annotation's value).
 	value string
-	// paid: this process sent the sync request owed for value.
+	// paid: the sync request owed for value was sent since it was recorded.
 	paid bool
-	// removed: this process removed the record value after paying it.
-	removed bool
+	// settled: nothing is left to remove (a record with a baseline, or one removed).
+	settled bool
 }
+
+// owedBaseline separates the two parts of a record: "<recorded at> syncRequestedAt=<the
+// Release's sync annotation before the state write>".
+const owedBaseline = " syncRequestedAt="
 
 // syncOwedValue returns the value of the inventory's record of an owed sync request, ""
 // when there is none.
@@ -47,10 +57,29 @@ func (pi passInventory) syncOwedValue() string {
 	return pi.inv.Annotations[inventory.AnnotationSyncOwed]
 }
 
-// newOwedValue returns the value of a new record: the time it is written, with
-// nanoseconds, so that a later record of the same Release never has the same value.
-func (h *HealthController) newOwedValue() string {
-	return h.Clock.Now().UTC().Format(time.RFC3339Nano)
+// newOwedValue returns the value of a new record for rel: the time, and rel's sync
+// annotation read from the API server (not the cache, which may not show a request
+// that was served a moment ago yet).
+func (h *HealthController) newOwedValue(ctx context.Context, rel *v1alpha1.Release) (string, error) {
+	live := &v1alpha1.Release{}
+	reader := h.LiveReader
+	if reader == nil {
+		reader = h.Reader
+	}
+	if err := reader.Get(ctx, client.ObjectKeyFromObject(rel), live); err != nil {
+		return "", fmt.Errorf("reading the sync annotation of the Release before recording an owed sync request: %w", err)
+	}
+	return h.Clock.Now().UTC().Format(time.RFC3339Nano) + owedBaseline + live.Annotations[v1alpha1.SyncRequestedAtAnnotation], nil
+}
+
+// paidSince reports whether rel shows a sync request served after the record value was
+// written; ok is false for a record without a baseline.
+func paidSince(rel *v1alpha1.Release, value string) (paid, ok bool) {
+	_, baseline, ok := strings.Cut(value, owedBaseline)
+	if !ok {
+		return false, false
+	}
+	return rel.Annotations[v1alpha1.SyncRequestedAtAnnotation] != baseline, true
 }
 
 // withOwed returns the metadata of an inventory apply (inventoryMeta) that carries the
@@ -94,21 +123,23 @@ func (h *HealthController) removeSyncOwed(ctx context.Context, inv *v1alpha1.Rel
 }
 
 // owedFor returns what this process knows about the record of an owed sync request of
-// key, given the inventory that the pass read. A record that this process did not
-// write, or wrote and has forgotten, is unpaid. One that it wrote and the cache does
-// not show yet is still its own; one that it removed is forgotten once the cache no
-// longer shows it. Without an inventory there is nothing to pay or remove.
-func (h *HealthController) owedFor(key string, inv passInventory) owedState {
+// key, given the Release and the inventory that the pass read. A record that this
+// process did not write, or has forgotten, is paid when the Release's sync annotation
+// has moved past its baseline. One that this process wrote and the cache does not show
+// yet is still its own; one that is settled is forgotten once the cache no longer shows
+// it. Without an inventory there is nothing to pay or remove.
+func (h *HealthController) owedFor(key string, rel *v1alpha1.Release, inv passInventory) owedState {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	recorded := inv.syncOwedValue()
 	st := h.owed[key]
 	switch {
-	case inv.inv == nil || (recorded == "" && st.removed):
+	case inv.inv == nil || (recorded == "" && (st.settled || st.value == "")):
 		delete(h.owed, key)
 		return owedState{}
 	case recorded != "" && recorded != st.value:
-		return owedState{value: recorded}
+		paid, ok := paidSince(rel, recorded)
+		return owedState{value: recorded, paid: paid, settled: paid && ok}
 	}
 	return st
 }
