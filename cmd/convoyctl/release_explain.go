@@ -36,18 +36,24 @@ func decider(d *health.Decider) string {
 func printExplanations(out io.Writer, h *subresources.HealthResponse) {
 	fmt.Fprintln(out)
 	fmt.Fprintln(out, "DECIDED BY")
+	if printDecidedBy(out, h.Entries) == 0 {
+		fmt.Fprintln(out, "No entry that a rule decides is failing now.")
+	}
+	if h.DecidedByError != "" {
+		fmt.Fprintf(out, "Not explained: %s\n", h.DecidedByError)
+	}
+}
+
+// printDecidedBy prints one line "KIND NAMESPACE/NAME: rule I of SET (CAUSE)" per entry
+// that has a decidedBy, and returns how many it printed.
+func printDecidedBy(out io.Writer, entries []subresources.HealthEntry) int {
 	n := 0
-	for _, e := range h.Entries {
+	for _, e := range entries {
 		if e.DecidedBy == nil {
 			continue
 		}
 		fmt.Fprintf(out, "%s %s: %s\n", e.Kind, namespacedName(e.Namespace, e.Name), decider(e.DecidedBy))
 		n++
 	}
-	if n == 0 {
-		fmt.Fprintln(out, "No entry that a rule decides is failing now.")
-	}
-	if h.DecidedByError != "" {
-		fmt.Fprintf(out, "Not explained: %s\n", h.DecidedByError)
-	}
+	return n
 }

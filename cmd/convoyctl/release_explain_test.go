@@ -106,7 +106,13 @@ func TestReleaseStatusExplain(t *testing.T) {
 	if doc.DecidedByError != "" {
 		t.Errorf("decidedByError = %q, want none", doc.DecidedByError)
 	}
-	if _, stdout, _ := runCLI("release", "status", "explained", "-n", "default", "--api-url", url, "--kubeconfig", kubeconfig, "--explain"); !strings.Contains(stdout, "ConfigMap default/cm-degraded: rule 1 of HealthRuleSet/default/explain-rules (DeadlinePassed)") {
+	const degradedBy = "ConfigMap default/cm-degraded: rule 1 of HealthRuleSet/default/explain-rules (DeadlinePassed)"
+	if _, stdout, _ := runCLI("release", "status", "explained", "-n", "default", "--api-url", url, "--kubeconfig", kubeconfig, "--explain"); !strings.Contains(stdout, degradedBy) {
 		t.Errorf("table with --explain:\n%s", stdout)
+	}
+	// release wait names the rule of each Degraded entry it prints.
+	code, stdout, stderr = runCLI("release", "wait", "explained", "-n", "default", "--api-url", url, "--kubeconfig", kubeconfig, "--timeout", "30s")
+	if code != exitDegraded || !strings.Contains(stdout, degradedBy) || strings.Contains(stdout, "cm-progressing:") {
+		t.Errorf("release wait: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
 }

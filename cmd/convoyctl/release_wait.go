@@ -80,7 +80,8 @@ every --interval.
 --for healthy (the default) waits until the Release is Healthy for its current render:
 every entry of its inventory has the render of status.lastAttempted (renderCurrent), was
 assessed at that render, and is Healthy (a Release without entries is Healthy). It stops
-at once when the Release turns Degraded, printing the Degraded entries. --for degraded
+at once when the Release turns Degraded, printing the Degraded entries and the rule that
+decides each (the decidedBy of /health). --for degraded
 waits until it is Degraded. --for condition=REASON waits for one reason of the Release's
 Healthy condition: Healthy, Progressing, Degraded, Unknown or Pending (entries of another
 render, or not assessed at their render yet). Hooks are shown by release status but do
@@ -163,6 +164,7 @@ func runWait(ctx context.Context, env *cliEnv, release string, fetch healthFetch
 		case target.failOnDegraded && last.reason == reasonDegraded:
 			fmt.Fprintln(env.stdout)
 			_ = printEntries(env.stdout, last.notHealthy)
+			printDecidedBy(env.stdout, last.notHealthy)
 			done = &exitError{code: exitDegraded, err: fmt.Errorf("release %s is Degraded: %s", release, last.detail)}
 			return true, nil
 		}
@@ -185,6 +187,7 @@ func runWait(ctx context.Context, env *cliEnv, release string, fetch healthFetch
 	if len(last.notHealthy) > 0 {
 		fmt.Fprintf(env.stdout, "\nNot Healthy yet:\n")
 		_ = printEntries(env.stdout, last.notHealthy)
+		printDecidedBy(env.stdout, last.notHealthy)
 	}
 	return &exitError{code: exitTimeout, err: fmt.Errorf("timed out after %s waiting for release %s to be %s; it is %s: %s",
 		o.timeout, release, target.reason, last.reason, last.detail)}
