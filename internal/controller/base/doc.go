@@ -36,6 +36,8 @@
 // reconcile.TerminalError is not retried, Result.RequeueAfter Forgets and schedules the
 // re-check (shared/cases 24 and 25), and a Quiet error (a lost precondition race, a pass
 // cut off by shutdown) is retried with the rate limiter but logged at V(1). Each
-// controller gets its own limiter (shared/cases 26). Package basetest runs a sync
-// function in such a controller one pass at a time.
+// controller gets its own limiter (shared/cases 26). The queue is controller-runtime's
+// priority queue: the keys of an informer's initial list and resyncs wait behind keys of
+// real changes. Package basetest runs a sync function in such a controller one pass at a
+// time.
 package base
