@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gobuffalo/flect"
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -230,22 +231,14 @@ func readObjects(path string) ([]unstructured.Unstructured, error) {
 	return objs, nil
 }
 
-// guessResource guesses the plural lowercase resource of kind, as the API server names the
-// resources of built-in kinds and of CRDs that follow the convention: "Ingress" ->
-// "ingresses", "NetworkPolicy" -> "networkpolicies", "Gateway" -> "gateways" (a vowel
-// before the y keeps it), "Endpoints" -> "endpoints".
+// guessResource guesses the plural lowercase resource of kind the way kubebuilder's
+// controller-gen names a CRD's plural (github.com/gobuffalo/flect): "Ingress" ->
+// "ingresses", "NetworkPolicy" -> "networkpolicies", "Gateway" -> "gateways", "Proxy" ->
+// "proxies"; "" for an empty kind. Built-in kinds that break the convention are known
+// to the offline mapper before a guess is made.
 func guessResource(kind string) string {
-	k := strings.ToLower(kind)
-	switch {
-	case k == "":
+	if kind == "" {
 		return ""
-	case k == "endpoints":
-		return k
-	case strings.HasSuffix(k, "s"), strings.HasSuffix(k, "x"), strings.HasSuffix(k, "z"),
-		strings.HasSuffix(k, "ch"), strings.HasSuffix(k, "sh"):
-		return k + "es"
-	case strings.HasSuffix(k, "y") && len(k) > 1 && !strings.ContainsRune("aeiou", rune(k[len(k)-2])):
-		return k[:len(k)-1] + "ies"
 	}
-	return k + "s"
+	return strings.ToLower(flect.Pluralize(kind))
 }

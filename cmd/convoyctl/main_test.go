@@ -202,7 +202,7 @@ func TestGuessResource(t *testing.T) {
 	for kind, want := range map[string]string{
 		"Deployment": "deployments", "Ingress": "ingresses", "NetworkPolicy": "networkpolicies",
 		"Gateway": "gateways", "StorageClass": "storageclasses", "Endpoints": "endpoints",
-		"HelmRelease": "helmreleases", "Proxy": "proxies", "Key": "keys", "Mesh": "meshes",
+		"HelmRelease": "helmreleases", "Proxy": "proxies", "Key": "keys", "Mesh": "meshes", "Policy": "policies", "Status": "statuses",
 	} {
 		if got := guessResource(kind); got != want {
 			t.Errorf("guessResource(%q) = %q, want %q", kind, got, want)
