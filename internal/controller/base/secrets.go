@@ -114,7 +114,7 @@ func (s *secretWatches) startLocked(key client.ObjectKey) *secretWatch {
 		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			o.FieldSelector = sel
 			return secrets.Watch(ctx, o)
-		}, record)
+		}, record, func() {})
 	inf := toolscache.NewSharedIndexInformerWithOptions(lw, &corev1.Secret{},
 		toolscache.SharedIndexInformerOptions{ObjectDescription: "kubeconfig Secret " + key.String()})
 	_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *toolscache.Reflector, err error) {

@@ -2,9 +2,11 @@ package base
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -83,6 +85,16 @@ type scopeInformer struct {
 
 	mu      sync.Mutex
 	lastErr error // the last list/watch error, cleared by the next success
+	// progress is when the informer was started or its list or watch last delivered
+	// something (unix nanoseconds): a first list that streams is alive.
+	progress atomic.Int64
+}
+
+func (s *scopeInformer) touch() { s.progress.Store(time.Now().UnixNano()) }
+
+// stalled reports whether nothing arrived for longer than d.
+func (s *scopeInformer) stalled(d time.Duration) bool {
+	return time.Since(time.Unix(0, s.progress.Load())) > d
 }
 
 func (s *scopeInformer) err() error {
@@ -229,11 +241,12 @@ func (w *targetWatches) reconcileLocked() {
 	watchedScopes.WithLabelValues(w.cluster).Set(float64(len(w.informers)))
 }
 
-// startLocked starts the informer of k: objects go through stripForCache, list and
+// startLocked starts the informer of k: objects go through compactForCache, list and
 // watch errors are recorded (a forbidden or unserved type falls back to GETs).
 func (w *targetWatches) startLocked(k scopeKey) *scopeInformer {
 	ctx, cancel := context.WithCancel(w.ctx)
 	s := &scopeInformer{key: k, cancel: cancel}
+	s.touch()
 	ri := w.client.Resource(k.gvr).Namespace(k.namespace)
 	record := func(err error) {
 		s.setErr(err)
@@ -242,10 +255,10 @@ func (w *targetWatches) startLocked(k scopeKey) *scopeInformer {
 		}
 	}
 	lw := recordingListWatch(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return ri.List(ctx, o) },
-		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return ri.Watch(ctx, o) }, record)
+		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return ri.Watch(ctx, o) }, record, s.touch)
 	inf := toolscache.NewSharedIndexInformerWithOptions(lw, &unstructured.Unstructured{},
 		toolscache.SharedIndexInformerOptions{ObjectDescription: k.String()})
-	_ = inf.SetTransform(stripForCache)
+	_ = inf.SetTransform(compactForCache)
 	_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *toolscache.Reflector, err error) {
 		record(err)
 		w.log.V(1).Info("watch error", "scope", k.String(), "error", err.Error())
@@ -254,11 +267,11 @@ func (w *targetWatches) startLocked(k scopeKey) *scopeInformer {
 		if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 			obj = t.Obj
 		}
-		u, ok := obj.(*unstructured.Unstructured)
-		if !ok || w.onObject == nil {
+		a, err := meta.Accessor(obj)
+		if err != nil || w.onObject == nil {
 			return
 		}
-		w.onObject(ObjectEvent{Cluster: w.cluster, Group: k.gvr.Group, Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName()})
+		w.onObject(ObjectEvent{Cluster: w.cluster, Group: k.gvr.Group, Kind: cachedKind(obj), Namespace: a.GetNamespace(), Name: a.GetName()})
 	}
 	_, _ = inf.AddEventHandler(changeHandler(notify))
 	s.informer = inf
@@ -267,18 +280,26 @@ func (w *targetWatches) startLocked(k scopeKey) *scopeInformer {
 }
 
 // recordingListWatch is a ListWatch of list and watchFn that hands the outcome of
-// every call to record (nil on success).
-func recordingListWatch(list toolscache.ListWithContextFunc, watchFn toolscache.WatchFuncWithContext, record func(error)) *toolscache.ListWatch {
+// every call to record (nil on success) and calls progress for each list that
+// succeeded and each event of a watch (a first list that streams, as a watch with
+// initial events, shows it is alive with every object).
+func recordingListWatch(list toolscache.ListWithContextFunc, watchFn toolscache.WatchFuncWithContext, record func(error), progress func()) *toolscache.ListWatch {
 	return &toolscache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			l, err := list(ctx, o)
 			record(err)
+			if err == nil {
+				progress()
+			}
 			return l, err
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			w, err := watchFn(ctx, o)
 			record(err)
-			return w, err
+			if err != nil {
+				return w, err
+			}
+			return watch.Filter(w, func(e watch.Event) (watch.Event, bool) { progress(); return e, true }), nil
 		},
 	}
 }
@@ -367,7 +388,7 @@ func (w *targetWatches) Get(ctx context.Context, gvr schema.GroupVersionResource
 		if s.err() != nil {
 			return w.get(ctx, sourceWatchFailed, gvr, namespace, name)
 		}
-		if !w.waitSynced(ctx, s) {
+		if w.waitSynced(ctx, s) != nil {
 			return w.get(ctx, sourceNotSynced, gvr, namespace, name)
 		}
 	}
@@ -388,7 +409,7 @@ func (w *targetWatches) Get(ctx context.Context, gvr schema.GroupVersionResource
 		return w.get(ctx, sourceMiss, gvr, namespace, name)
 	}
 	targetReads.WithLabelValues(w.cluster, sourceCache).Inc()
-	return obj.(*unstructured.Unstructured).DeepCopy(), nil
+	return cachedUnstructured(obj)
 }
 
 func (w *targetWatches) get(ctx context.Context, source string, gvr schema.GroupVersionResource, namespace, name string) (*unstructured.Unstructured, error) {
@@ -396,19 +417,32 @@ func (w *targetWatches) get(ctx context.Context, source string, gvr schema.Group
 	return w.direct.Get(ctx, gvr, namespace, name)
 }
 
-// waitSynced waits up to SyncWait for s to sync; it gives up early when its list fails.
-func (w *targetWatches) waitSynced(ctx context.Context, s *scopeInformer) bool {
-	err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, w.opts.SyncWait, true, func(context.Context) (bool, error) {
+// syncWaitLimit bounds, in SyncWaits, how long a read waits for a first list that
+// keeps streaming.
+const syncWaitLimit = 12
+
+// waitSynced waits for s to sync while its first list makes progress, so that reads
+// wait for a big list instead of each sending a GET. It gives up when the list fails,
+// when nothing arrived for SyncWait (a cluster that stopped answering), and after
+// syncWaitLimit SyncWaits. It returns nil once synced, else why it gave up: the list's
+// error, errStalled, or the poll's timeout.
+func (w *targetWatches) waitSynced(ctx context.Context, s *scopeInformer) error {
+	err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, syncWaitLimit*w.opts.SyncWait, true, func(context.Context) (bool, error) {
 		if s.informer.HasSynced() {
 			return true, nil
 		}
 		if err := s.err(); err != nil {
 			return false, err
 		}
+		if s.stalled(w.opts.SyncWait) {
+			return false, errStalled
+		}
 		return false, nil
 	})
-	return err == nil
+	return err
 }
+
+var errStalled = errors.New("the first list delivered nothing for a while")
 
 // scopes returns the running informers' scopes, sorted, for tests and logs.
 func (w *targetWatches) scopes() []string {
