@@ -39,7 +39,7 @@ func main() {
 	fs.StringVar(&o.SyncCAFile, "sync-ca-file", "", "PEM CA of convoy-api's serving certificate, for an https --sync-url (default: the system roots)")
 	fs.BoolVar(&noSync, "disable-sync", false, "send no wake-ups at all (the controller-manager then only sees its own resyncs)")
 	fs.Var(&shards, "shard", "a shard this replica owns (repeatable); none means the default shard \"\"")
-	fs.IntVar(&o.Workers, "workers", 16, "concurrent health passes (one Release is never synced twice at once); a pass reads from memory and waits on its writes")
+	fs.IntVar(&o.Workers, "workers", 64, "concurrent health passes (one Release is never synced twice at once); a pass reads from memory and waits on its writes")
 	fs.Float64Var(&qps, "kube-api-qps", 300, "QPS of the management-cluster client: health writes (two per changed Release) and cache lists (docs/operations.md, \"Scaling and sizing\")")
 	fs.IntVar(&o.Burst, "kube-api-burst", 600, "burst of the management-cluster client")
 	fs.Float64Var(&targetQPS, "target-api-qps", 50, "QPS of each target cluster's client: the lists and watches of its informers, GETs of types it cannot watch")

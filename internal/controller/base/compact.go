@@ -1,6 +1,7 @@
 package base
 
 import (
+	"bytes"
 	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -34,6 +35,7 @@ func compactForCache(obj any) (any, error) {
 	if err != nil {
 		return obj, nil
 	}
+	raw = bytes.Clone(raw) // the encoder's buffer has room to spare
 	return &compactObject{
 		ObjectMeta: metav1.ObjectMeta{Namespace: u.GetNamespace(), Name: u.GetName(), ResourceVersion: u.GetResourceVersion()},
 		kind:       u.GetKind(), raw: raw,
