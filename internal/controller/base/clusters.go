@@ -151,7 +151,7 @@ func NewClusterCache(opts ClusterCacheOptions) *ClusterCache {
 	c := &ClusterCache{opts: opts, clients: map[string]*cachedClient{},
 		interest: map[string]map[string][]TargetRef{}, releaseCluster: map[string]string{}}
 	if opts.Secrets != nil {
-		c.secrets = newSecretWatches(opts.Secrets, opts.SecretReader, opts.SyncWait, opts.Log, c.secretChanged)
+		c.secrets = newSecretWatches(opts.Secrets, opts.SecretReader, &c.opts, c.secretChanged)
 	}
 	return c
 }

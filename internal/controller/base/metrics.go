@@ -24,6 +24,13 @@ var (
 		Help: "Resource types of a target cluster whose list or watch was forbidden or unserved, so they fell back to GETs.",
 	}, []string{"cluster", "resource"})
 
+	// secretWatchFallbacks counts the kubeconfig Secrets whose list or watch was
+	// refused, so they are read with GETs for a while.
+	secretWatchFallbacks = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "convoy_observer_secret_watch_fallbacks_total",
+		Help: "Kubeconfig Secrets (namespace/name) whose list or watch was forbidden, so they fell back to GETs.",
+	}, []string{"secret"})
+
 	// watchedScopes is the number of running informers per target cluster.
 	watchedScopes = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "convoy_observer_target_informers",
@@ -32,5 +39,5 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(targetReads, watchFallbacks, watchedScopes)
+	metrics.Registry.MustRegister(targetReads, watchFallbacks, secretWatchFallbacks, watchedScopes)
 }

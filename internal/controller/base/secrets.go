@@ -2,6 +2,7 @@ package base
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -27,11 +29,18 @@ type secretWatches struct {
 	client   kubernetes.Interface
 	fallback client.Reader // when watching Secrets is forbidden
 	syncWait time.Duration
-	log      logr.Logger
-	changed  func(clusters []string)
+	// retry is how long a Secret whose list or watch was refused is read with GETs
+	// before watching it is tried again.
+	retry   time.Duration
+	clock   clock.PassiveClock
+	log     logr.Logger
+	changed func(clusters []string)
 
 	mu      sync.Mutex
 	watches map[client.ObjectKey]*secretWatch
+	// refused: Secrets read with GETs until the time, because their list or watch was
+	// refused (RBAC without list and watch on Secrets).
+	refused map[client.ObjectKey]time.Time
 	// links: cluster key → the Secret it references.
 	links map[string]client.ObjectKey
 }
@@ -50,14 +59,19 @@ func (s *secretWatch) err() error {
 	return s.lastErr
 }
 
-func newSecretWatches(c kubernetes.Interface, fallback client.Reader, syncWait time.Duration, log logr.Logger, changed func([]string)) *secretWatches {
-	return &secretWatches{client: c, fallback: fallback, syncWait: syncWait, log: log, changed: changed,
-		watches: map[client.ObjectKey]*secretWatch{}, links: map[string]client.ObjectKey{}}
+// newSecretWatches returns the watches of kubeconfig Secrets with the options' SyncWait,
+// FallbackRetry, Clock and Log.
+func newSecretWatches(c kubernetes.Interface, fallback client.Reader, opts *ClusterCacheOptions, changed func([]string)) *secretWatches {
+	return &secretWatches{client: c, fallback: fallback, syncWait: opts.SyncWait, retry: opts.FallbackRetry,
+		clock: opts.Clock, log: opts.Log, changed: changed,
+		watches: map[client.ObjectKey]*secretWatch{}, refused: map[client.ObjectKey]time.Time{},
+		links: map[string]client.ObjectKey{}}
 }
 
 // get returns the Secret namespace/name that the Cluster key references, from its
 // watch (started on first use). A watch that is refused (RBAC without list/watch on
-// Secrets) or has not synced within syncWait is bypassed with a GET.
+// Secrets) is stopped, logged and counted, and the Secret read with GETs until retry
+// passes; a watch that has not synced within syncWait is bypassed with a GET.
 func (s *secretWatches) get(ctx context.Context, cluster, namespace, name string) (*corev1.Secret, error) {
 	key := client.ObjectKey{Namespace: namespace, Name: name}
 	s.mu.Lock()
@@ -65,6 +79,11 @@ func (s *secretWatches) get(ctx context.Context, cluster, namespace, name string
 		s.unlinkLocked(cluster)
 	}
 	s.links[cluster] = key
+	if until, ok := s.refused[key]; ok && s.clock.Now().Before(until) {
+		s.mu.Unlock()
+		return s.getDirect(ctx, key, errors.New("watching it is refused"))
+	}
+	delete(s.refused, key)
 	w := s.watches[key]
 	if w == nil {
 		w = s.startLocked(key)
@@ -77,14 +96,7 @@ func (s *secretWatches) get(ctx context.Context, cluster, namespace, name string
 			func(context.Context) (bool, error) { return w.informer.HasSynced() || w.err() != nil, nil })
 	}
 	if !w.informer.HasSynced() {
-		if s.fallback == nil {
-			return nil, fmt.Errorf("the watch of Secret %s has not synced: %v", key, w.err())
-		}
-		secret := &corev1.Secret{}
-		if err := s.fallback.Get(ctx, key, secret); err != nil {
-			return nil, err
-		}
-		return secret, nil
+		return s.getDirect(ctx, key, w.err())
 	}
 	obj, ok, err := w.informer.GetStore().GetByKey(key.String())
 	if err != nil {
@@ -96,6 +108,34 @@ func (s *secretWatches) get(ctx context.Context, cluster, namespace, name string
 	return obj.(*corev1.Secret), nil
 }
 
+// getDirect reads the Secret key with a GET; why says why it is not read from a watch.
+func (s *secretWatches) getDirect(ctx context.Context, key client.ObjectKey, why error) (*corev1.Secret, error) {
+	if s.fallback == nil {
+		return nil, fmt.Errorf("the watch of Secret %s has not synced: %v", key, why)
+	}
+	secret := &corev1.Secret{}
+	if err := s.fallback.Get(ctx, key, secret); err != nil {
+		return nil, err
+	}
+	return secret, nil
+}
+
+// refuse stops the watch w of key, whose list or watch was refused with err, and reads
+// key with GETs until retry passes.
+func (s *secretWatches) refuse(key client.ObjectKey, w *secretWatch, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.watches[key] != w {
+		return
+	}
+	w.cancel()
+	delete(s.watches, key)
+	s.refused[key] = s.clock.Now().Add(s.retry)
+	secretWatchFallbacks.WithLabelValues(key.String()).Inc()
+	s.log.Info("cannot watch the kubeconfig Secret; reading it with GETs", "secret", key.String(),
+		"retryAfter", s.retry.String(), "error", err.Error())
+}
+
 func (s *secretWatches) startLocked(key client.ObjectKey) *secretWatch {
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &secretWatch{cancel: cancel}
@@ -105,6 +145,9 @@ func (s *secretWatches) startLocked(key client.ObjectKey) *secretWatch {
 		w.mu.Lock()
 		w.lastErr = err
 		w.mu.Unlock()
+		if err != nil && refusesWatch(err) {
+			go s.refuse(key, w, err)
+		}
 	}
 	lw := recordingListWatch(
 		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
@@ -162,6 +205,7 @@ func (s *secretWatches) unlinkLocked(cluster string) {
 			return
 		}
 	}
+	delete(s.refused, key)
 	if w := s.watches[key]; w != nil {
 		w.cancel()
 		delete(s.watches, key)

@@ -212,24 +212,23 @@ func TestWatchFollowsTrackedTypes(t *testing.T) {
 	}
 }
 
-// TestForbiddenTypeFallsBackToGets: an identity that may get ConfigMaps but not list or
-// watch them reads them with GETs (with the fallback metric), not as Unknown.
-func TestForbiddenTypeFallsBackToGets(t *testing.T) {
-	ns := namespace(t)
-	configMap(t, ns, "a", "1")
+// getOnlyConfig returns the config of a new user who may get resource (core group) in
+// every namespace, and nothing else.
+func getOnlyConfig(t *testing.T, ns, resource string) *rest.Config {
+	t.Helper()
 	ctx := context.Background()
-	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "get-only-" + ns},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get"}}}}
-	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "get-only-" + ns},
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "get-only-" + resource + "-" + ns},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{resource}, Verbs: []string{"get"}}}}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role.Name},
 		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role.Name},
-		Subjects: []rbacv1.Subject{{Kind: "User", Name: "getter-" + ns}}}
+		Subjects: []rbacv1.Subject{{Kind: "User", Name: role.Name}}}
 	if err := env.Client.Create(ctx, role); err != nil {
 		t.Fatal(err)
 	}
 	if err := env.Client.Create(ctx, binding); err != nil {
 		t.Fatal(err)
 	}
-	kc, err := env.UserKubeconfig("getter-" + ns)
+	kc, err := env.UserKubeconfig(role.Name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,6 +236,16 @@ func TestForbiddenTypeFallsBackToGets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return cfg
+}
+
+// TestForbiddenTypeFallsBackToGets: an identity that may get ConfigMaps but not list or
+// watch them reads them with GETs (with the fallback metric), not as Unknown.
+func TestForbiddenTypeFallsBackToGets(t *testing.T) {
+	ns := namespace(t)
+	configMap(t, ns, "a", "1")
+	ctx := context.Background()
+	cfg := getOnlyConfig(t, ns, "configmaps")
 	cache := NewClusterCache(ClusterCacheOptions{Local: cfg, Watch: true})
 	cluster := localCluster("forbidden-" + ns)
 	reader, err := cache.ForCluster(ctx, cluster)
