@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -279,10 +280,14 @@ func (w *targetWatches) startLocked(k scopeKey) *scopeInformer {
 	return s
 }
 
+// emptyWatchType is the type of watch.NewEmptyWatch, what client-go's Watch returns for
+// a request that failed with a probable EOF or a timeout.
+var emptyWatchType = reflect.TypeOf(watch.NewEmptyWatch())
+
 // recordingListWatch is a ListWatch of list and watchFn that hands the outcome of
-// every call to record (nil on success) and calls progress for each list that
-// succeeded and each event of a watch (a first list that streams, as a watch with
-// initial events, shows it is alive with every object).
+// every call to record (nil on success; a watch cut before it started is an error) and
+// calls progress for each list that succeeded and each event of a watch (a first list
+// that streams, as a watch with initial events, shows it is alive with every object).
 func recordingListWatch(list toolscache.ListWithContextFunc, watchFn toolscache.WatchFuncWithContext, record func(error), progress func()) *toolscache.ListWatch {
 	return &toolscache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
@@ -295,6 +300,13 @@ func recordingListWatch(list toolscache.ListWithContextFunc, watchFn toolscache.
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			w, err := watchFn(ctx, o)
+			if err == nil && reflect.TypeOf(w) == emptyWatchType {
+				// client-go answers a watch request whose connection was reset, cut
+				// (EOF) or timed out with an empty watch and no error, so the informer
+				// retries quietly; the cache must not be trusted meanwhile.
+				record(fmt.Errorf("%w: the watch was cut before it started (connection reset, EOF or timeout)", ErrClusterNotConnected))
+				return w, nil
+			}
 			record(err)
 			if err != nil {
 				return w, err
@@ -392,9 +404,10 @@ func (w *targetWatches) Get(ctx context.Context, gvr schema.GroupVersionResource
 			return w.get(ctx, sourceNotSynced, gvr, namespace, name)
 		}
 	}
-	if err := s.err(); err != nil && IsConnectionError(err) {
-		// The watch is broken and the cluster may be gone: the cache may be stale, so
-		// ask the server (which holds the cluster down when it does not answer).
+	if err := s.err(); err != nil {
+		// The watch is broken (a connection error, an error status, a watch cut at
+		// once): the cache may be stale, so ask the server (which holds the cluster
+		// down when it does not answer).
 		return w.get(ctx, sourceWatchFailed, gvr, namespace, name)
 	}
 	key := name
