@@ -267,6 +267,11 @@ func TestDefault(t *testing.T) {
 		want.add("", "", []string{"secrets"}, "get", "list", "watch")
 		want.add("", "events.k8s.io", []string{"events"}, "create", "patch") // Events on Releases and Clusters
 		want.add("", "*", []string{"*"}, "get")                              // the local-cluster reader, checked below
+		// The local-cluster watcher: list and watch of common workload kinds, never Secrets.
+		want.add("", "", []string{"pods", "services", "configmaps", "persistentvolumeclaims", "persistentvolumes"}, "list", "watch")
+		want.add("", "apps", []string{"deployments", "statefulsets", "daemonsets"}, "list", "watch")
+		want.add("", "batch", []string{"jobs"}, "list", "watch")
+		want.add("", "networking.k8s.io", []string{"ingresses"}, "list", "watch")
 		want.add(namespace, "coordination.k8s.io", []string{"leases"}, "get", "create", "update")
 		want.add(namespace, "", []string{"events"}, "create", "patch")
 		want.add(namespace, "events.k8s.io", []string{"events"}, "create", "patch")
