@@ -14,14 +14,22 @@
 //   - compact: etcd is compacted at its head and the observer's connections are dropped,
 //     so its watches resume from compacted resourceVersions, get 410 Gone and re-list
 //     (kube-apiserver runs without its watch cache, so that etcd serves the watches);
+//   - target: the Releases' objects live in a second kube-apiserver and etcd, a target
+//     cluster reached through its own proxy (a kubeconfig Secret of the Cluster), and the
+//     proxy's faults hit that way only; or the target goes down, and every Release must
+//     turn Healthy=Unknown before it comes back;
+//   - handover: two replicas of one shard with leader election; the leader is killed
+//     with SIGKILL and comes back as a standby once the other leads;
 //   - apiserver: kube-apiserver is stopped and started again (etcd keeps the data).
 //
 // After every round the invariants of the issue are checked from the API server and
 // from the sync endpoint's log (never from the observer's log): every edge (a completed
 // wave, a finished hook) is followed by a sync request, no firstUnhealthy anchor moves,
-// no entry turns Degraded, no finished hook loses its state, a dropped entry is never
-// revived, a steady Release gets no sync request, the observer never panics, and every
-// Release converges to the truth.
+// no entry turns Degraded, an Unknown entry says it cannot read its object (a fault
+// never makes an existing object look gone), no finished hook loses its state, a dropped
+// entry is never revived, a steady Release gets no sync request, no two replicas write
+// at once, the observer never panics nor (built with -race: the long form, or
+// FAULTS_RACE=1) races, and every Release converges to the truth.
 //
 // `go test ./test/faults/` (part of `make test`) runs one short round of each fault;
 // `make test-faults` (FAULTS_LONG=1) runs many rounds and prints the figures that

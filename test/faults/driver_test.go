@@ -3,6 +3,7 @@ package faults
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -54,6 +55,8 @@ func must(t *testing.T, err error) {
 type release struct {
 	ns, name string
 	api      *syncAPI
+	cluster  string        // the Cluster of the Release
+	tc       client.Client // the target cluster's client; nil: the management cluster's
 
 	mu         sync.Mutex
 	violations []string
@@ -61,6 +64,17 @@ type release struct {
 	hookDone   *v1alpha1.HookEntry  // the hook once it was seen finished
 	dropped    bool                 // entry b was seen gone after its drop
 	finished   time.Time            // when the scenario completed
+	states     map[string]string    // entry (or "Healthy") → the state last seen
+	unknowns   int                  // how many times an entry or the condition turned Unknown
+	unknownWhy map[string]bool      // their messages
+}
+
+// target returns the client of the cluster where the Release's objects live.
+func (r *release) target() client.Client {
+	if r.tc != nil {
+		return r.tc
+	}
+	return kube()
 }
 
 func (r *release) key() string { return r.ns + "/" + r.name }
@@ -87,17 +101,22 @@ func retry(ctx context.Context, f func() error) error {
 }
 
 func apply(ctx context.Context, u map[string]any, status bool) error {
+	return applyIn(ctx, kube, u, status)
+}
+
+// applyIn applies u as the controller-manager with the client c returns.
+func applyIn(ctx context.Context, c func() client.Client, u map[string]any, status bool) error {
 	obj := &unstructured.Unstructured{Object: u}
 	return retry(ctx, func() error {
 		if status {
-			return kube().Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(obj.DeepCopy()), client.FieldOwner(cmManager))
+			return c().Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(obj.DeepCopy()), client.FieldOwner(cmManager))
 		}
-		return kube().Apply(ctx, client.ApplyConfigurationFromUnstructured(obj.DeepCopy()), client.FieldOwner(cmManager), client.ForceOwnership)
+		return c().Apply(ctx, client.ApplyConfigurationFromUnstructured(obj.DeepCopy()), client.FieldOwner(cmManager), client.ForceOwnership)
 	})
 }
 
 func (r *release) configMap(ctx context.Context, name, ready string) error {
-	return apply(ctx, map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+	return applyIn(ctx, r.target, map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
 		"metadata": map[string]any{"name": r.name + "-" + name, "namespace": r.ns}, "data": map[string]any{"ready": ready}}, false)
 }
 
@@ -124,7 +143,7 @@ func (r *release) waitFor(ctx context.Context, stage string, cond func(*v1alpha1
 		rel, inv := &v1alpha1.Release{}, &v1alpha1.ReleaseInventory{}
 		key := client.ObjectKey{Namespace: r.ns, Name: r.name}
 		if kube().Get(ctx, key, rel) == nil && kube().Get(ctx, key, inv) == nil {
-			r.check(inv)
+			r.check(rel, inv)
 			if cond(rel, inv) {
 				return nil
 			}
@@ -152,11 +171,37 @@ func healthyCond(rel *v1alpha1.Release) bool {
 }
 
 // check records every invariant that inv breaks: a moved anchor, a Degraded entry (the
-// deadline is an hour), a finished hook that lost its state, a revived dropped entry.
-func (r *release) check(inv *v1alpha1.ReleaseInventory) {
+// deadline is an hour), an Unknown entry whose message is not a read error (every object
+// of the scenario exists while it is recorded), a finished hook that lost its state, a
+// revived dropped entry. It counts the turns to Unknown of entries and of the Healthy
+// condition.
+func (r *release) check(rel *v1alpha1.Release, inv *v1alpha1.ReleaseInventory) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.states == nil {
+		r.states, r.unknownWhy = map[string]string{}, map[string]bool{}
+	}
+	if c := meta.FindStatusCondition(rel.Status.Conditions, v1alpha1.ConditionHealthy); c != nil {
+		// Pending (the controller-manager has not recorded the render yet) is the
+		// scenario's start, not a fault's mark.
+		state := string(c.Status) + "/" + c.Reason
+		if c.Status == metav1.ConditionUnknown && c.Reason != v1alpha1.ReasonPending && r.states["Healthy"] != state {
+			r.unknowns++
+			r.unknownWhy["Healthy: "+c.Reason+": "+c.Message] = true
+		}
+		r.states["Healthy"] = state
+	}
 	for _, e := range inv.Entries {
+		if e.State == v1alpha1.StateUnknown {
+			if r.states[e.Name] != string(e.State) {
+				r.unknowns++
+				r.unknownWhy["entry: "+e.Message] = true
+			}
+			if !strings.HasPrefix(e.Message, "cannot read object: ") {
+				r.violations = append(r.violations, fmt.Sprintf("%s: entry %s Unknown with %q: a fault made an existing object look gone or wrong", r.key(), e.Name, e.Message))
+			}
+		}
+		r.states[e.Name] = string(e.State)
 		if e.State == v1alpha1.StateDegraded {
 			r.violations = append(r.violations, fmt.Sprintf("%s: entry %s Degraded before its 1h deadline", r.key(), e.Name))
 		}
@@ -199,7 +244,7 @@ func (r *release) run(ctx context.Context) error {
 	r.anchors = map[string]time.Time{}
 	rel := &v1alpha1.Release{
 		ObjectMeta: metav1.ObjectMeta{Name: r.name, Namespace: r.ns},
-		Spec: v1alpha1.ReleaseSpec{ClusterRef: v1alpha1.ClusterReference{Name: "local"},
+		Spec: v1alpha1.ReleaseSpec{ClusterRef: v1alpha1.ClusterReference{Name: r.cluster},
 			HealthAssessment: &v1alpha1.HealthAssessment{LocalRuleSetSelector: &metav1.LabelSelector{}, Deadline: &metav1.Duration{Duration: time.Hour}},
 			SyncPolicy:       &v1alpha1.SyncPolicy{Interval: &metav1.Duration{Duration: 5 * time.Second}}},
 	}
@@ -249,7 +294,7 @@ func (r *release) run(ctx context.Context) error {
 		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
 			Containers: []corev1.Container{{Name: "main", Image: "busybox"}}}}}}
 	if err := retry(ctx, func() error {
-		if err := kube().Create(ctx, job.DeepCopy()); err != nil && !apierrors.IsAlreadyExists(err) {
+		if err := r.target().Create(ctx, job.DeepCopy()); err != nil && !apierrors.IsAlreadyExists(err) {
 			return err
 		}
 		return nil
@@ -265,7 +310,7 @@ func (r *release) run(ctx context.Context) error {
 	t2 := time.Now()
 	if err := retry(ctx, func() error {
 		j := &batchv1.Job{}
-		if err := kube().Get(ctx, client.ObjectKeyFromObject(job), j); err != nil {
+		if err := r.target().Get(ctx, client.ObjectKeyFromObject(job), j); err != nil {
 			return err
 		}
 		now := metav1.Now()
@@ -274,7 +319,7 @@ func (r *release) run(ctx context.Context) error {
 			{Type: "SuccessCriteriaMet", Status: corev1.ConditionTrue, Reason: "CompletionsReached", LastTransitionTime: now},
 			{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, Reason: "CompletionsReached", LastTransitionTime: now},
 		}
-		return kube().Status().Update(ctx, j)
+		return r.target().Status().Update(ctx, j)
 	}); err != nil {
 		return err
 	}
@@ -284,7 +329,7 @@ func (r *release) run(ctx context.Context) error {
 		return err
 	}
 	if err := retry(ctx, func() error {
-		return client.IgnoreNotFound(kube().Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground)))
+		return client.IgnoreNotFound(r.target().Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground)))
 	}); err != nil {
 		return err
 	}

@@ -28,6 +28,12 @@ func releasesPerRound() int {
 type fault struct {
 	name   string
 	inject func(t *testing.T, w *world, ns string) (end func() time.Time)
+	// target puts the Releases' objects in a separate target cluster behind its own
+	// proxy (w.target); without it they live in the management cluster.
+	target bool
+	// replicas > 1 runs that many observers of the one shard with leader election, each
+	// behind its own proxy and with its own path to the sync endpoint.
+	replicas int
 }
 
 // now ends a fault at the moment end is called.
@@ -37,10 +43,19 @@ func now(end func()) func() time.Time {
 
 // world is what one test's rounds share: the proxy, the sync endpoint, the observer.
 type world struct {
+	proxy  *faultProxy // replica 0's way to the management cluster
+	api    *syncAPI
+	obs    *observer // replica 0
+	ns     string
+	target *targetCluster // nil: the Releases' objects are in the management cluster
+	reps   []*replica
+	kills  []kill // of replicas with leader election
+}
+
+// replica is one observer process and its own proxy to the management cluster.
+type replica struct {
 	proxy *faultProxy
-	api   *syncAPI
 	obs   *observer
-	ns    string
 }
 
 var nsSeq atomic.Int32
@@ -49,12 +64,14 @@ var nsSeq atomic.Int32
 // invariants after each round (see the package documentation).
 func TestFaults(t *testing.T) {
 	faults := []fault{
-		{"proxy", injectProxy},
-		{"conflicts", injectConflicts},
-		{"syncdown", injectSyncDown},
-		{"kill", injectKill},
-		{"compact", injectCompact},
-		{"apiserver", injectAPIServerRestart},
+		{name: "proxy", inject: injectProxy},
+		{name: "conflicts", inject: injectConflicts},
+		{name: "syncdown", inject: injectSyncDown},
+		{name: "kill", inject: injectKill},
+		{name: "compact", inject: injectCompact},
+		{name: "target", inject: injectTarget, target: true},
+		{name: "handover", inject: injectHandover, replicas: 2},
+		{name: "apiserver", inject: injectAPIServerRestart},
 	}
 	if !long {
 		// envtest waits 20s for kube-apiserver to stop while watches are open: a restart
@@ -64,10 +81,10 @@ func TestFaults(t *testing.T) {
 	var report []string
 	for _, f := range faults {
 		t.Run(f.name, func(t *testing.T) {
-			converge := runRounds(t, f)
+			converge, unknown := runRounds(t, f)
 			if len(converge) > 0 {
-				report = append(report, fmt.Sprintf("%-10s rounds=%d releases/round=%d converge p50=%v p99=%v max=%v",
-					f.name, len(converge), releasesPerRound(), pct(converge, 50), pct(converge, 99), slices.Max(converge)))
+				report = append(report, fmt.Sprintf("%-10s rounds=%d releases/round=%d converge p50=%v p99=%v max=%v unknown=%d",
+					f.name, len(converge), releasesPerRound(), pct(converge, 50), pct(converge, 99), slices.Max(converge), unknown))
 			}
 		})
 	}
@@ -75,29 +92,47 @@ func TestFaults(t *testing.T) {
 }
 
 // runRounds runs the rounds of fault f against one observer process and returns the
-// convergence time of each round.
-func runRounds(t *testing.T, f fault) []time.Duration {
+// convergence time of each round, and how many times an entry or a Release's Healthy
+// condition turned Unknown.
+func runRounds(t *testing.T, f fault) ([]time.Duration, int) {
 	ns := fmt.Sprintf("faults-%s-%d", f.name, nsSeq.Add(1))
 	setupNamespace(t, ns)
-	w := &world{proxy: newFaultProxy(t, restConfig()), api: newSyncAPI(t), ns: ns}
-	w.obs = startObserver(t, w.proxy.kubeconfig(t), w.api.url(), ns)
+	w := &world{api: newSyncAPI(t), ns: ns}
+	if f.target {
+		w.target = startTargetCluster(t, ns)
+	}
+	for i := range max(1, f.replicas) {
+		p := newFaultProxy(t, restConfig())
+		syncURL, extra := w.api.url(), []string(nil)
+		if f.replicas > 1 {
+			syncURL, extra = fmt.Sprintf("%s/%s%d", syncURL, replicaPrefix, i), leaderElectionArgs(ns)
+		}
+		w.reps = append(w.reps, &replica{proxy: p, obs: startObserver(t, p.kubeconfig(t), syncURL, ns, extra...)})
+	}
+	w.proxy, w.obs = w.reps[0].proxy, w.reps[0].obs
 	var converge []time.Duration
+	unknown := 0
 	for round := range rounds() {
-		d, ok := runRound(t, w, f, round)
+		d, n, ok := runRound(t, w, f, round)
 		if !ok {
 			break
 		}
-		converge = append(converge, d)
+		converge, unknown = append(converge, d), unknown+n
 	}
-	if p := w.obs.panics(); len(p) > 0 {
-		t.Errorf("the observer panicked:\n%s", strings.Join(p, "\n"))
+	for _, r := range w.reps {
+		if p := r.obs.panics(); len(p) > 0 {
+			t.Errorf("the observer panicked:\n%s", strings.Join(p, "\n"))
+		}
+		if races := r.obs.races(); len(races) > 0 {
+			t.Errorf("the race detector reported %d data races in the observer:\n%s", len(races), strings.Join(races, "\n"))
+		}
 	}
-	return converge
+	return converge, unknown
 }
 
 // runRound starts the Releases of one round, injects the fault while they converge,
 // ends it, waits for every Release and checks the invariants.
-func runRound(t *testing.T, w *world, f fault, round int) (time.Duration, bool) {
+func runRound(t *testing.T, w *world, f fault, round int) (time.Duration, int, bool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*stageTimeout)
 	defer cancel()
@@ -105,7 +140,10 @@ func runRound(t *testing.T, w *world, f fault, round int) (time.Duration, bool) 
 	errs := make([]error, len(rels))
 	var wg sync.WaitGroup
 	for i := range rels {
-		rels[i] = &release{ns: w.ns, name: fmt.Sprintf("r%d-%d", round, i), api: w.api}
+		rels[i] = &release{ns: w.ns, name: fmt.Sprintf("r%d-%d", round, i), api: w.api, cluster: "local"}
+		if w.target != nil {
+			rels[i].cluster, rels[i].tc = targetClusterName, w.target.env.Client
+		}
 		wg.Add(1)
 		go func() { defer wg.Done(); errs[i] = rels[i].run(ctx) }()
 	}
@@ -113,8 +151,10 @@ func runRound(t *testing.T, w *world, f fault, round int) (time.Duration, bool) 
 	end := f.inject(t, w, w.ns)
 	time.Sleep(time.Duration(2000+rand.IntN(3000)) * time.Millisecond)
 	ended := end()
-	if w.obs.exitedEarly() {
-		t.Fatalf("round %d: the observer exited:\n%s", round, w.obs.tail())
+	for _, r := range w.reps {
+		if r.obs.exitedEarly() {
+			t.Fatalf("round %d: the observer exited:\n%s", round, r.obs.tail())
+		}
 	}
 	wg.Wait()
 	ok := true
@@ -144,11 +184,28 @@ func runRound(t *testing.T, w *world, f fault, round int) (time.Duration, bool) 
 			ok = false
 		}
 	}
+	for _, v := range w.oneWriter() {
+		t.Errorf("round %d: invariant broken: %s", round, v)
+		ok = false
+	}
 	if !ok {
 		t.Logf("observer log tail:\n%s", w.obs.tail())
-		return 0, false
+		return 0, 0, false
 	}
-	return max(0, last.Sub(ended)), true
+	unknown, whys := 0, map[string]int{}
+	for _, r := range rels {
+		unknown += r.unknowns
+		for why := range r.unknownWhy {
+			if len(why) > 110 { // cut before the hold-down's time stamps
+				why = why[:110] + "…"
+			}
+			whys[why]++
+		}
+	}
+	for why, n := range whys {
+		t.Logf("round %d: %d Releases turned Unknown: %s", round, n, why)
+	}
+	return max(0, last.Sub(ended)), unknown, true
 }
 
 // injectProxy makes the proxy answer 40% of the requests with one fault, chosen per round.

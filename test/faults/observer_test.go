@@ -22,12 +22,13 @@ type observer struct {
 	logsDir string
 }
 
-func startObserver(t *testing.T, kubeconfig, syncURL, namespace string) *observer {
+func startObserver(t *testing.T, kubeconfig, syncURL, namespace string, extra ...string) *observer {
 	t.Helper()
-	o := &observer{t: t, logsDir: t.TempDir(), args: []string{
+	o := &observer{t: t, logsDir: t.TempDir(), args: append([]string{
 		"--kubeconfig", kubeconfig, "--sync-url", syncURL, "--namespace", namespace,
 		"--health-probe-bind-address", "0", "--metrics-bind-address", "0", "--workers", "4",
-	}}
+		"--target-timeout", "2s", // a down target is noticed within seconds
+	}, extra...)}
 	o.start()
 	t.Cleanup(o.stop)
 	return o
@@ -88,6 +89,30 @@ func (o *observer) panics() []string {
 			if bytes.Contains(line, []byte("panic")) || bytes.Contains(line, []byte("Observed a panic")) {
 				out = append(out, string(line))
 			}
+		}
+	}
+	return out
+}
+
+// races returns the race detector's reports in every run's log (a race-built observer
+// prints them to stderr and goes on).
+func (o *observer) races() []string {
+	var out []string
+	for _, p := range o.logs {
+		b, _ := os.ReadFile(p)
+		s := string(b)
+		for {
+			i := strings.Index(s, "WARNING: DATA RACE")
+			if i < 0 {
+				break
+			}
+			s = s[i:]
+			end := strings.Index(s, "\n==================")
+			if end < 0 {
+				end = len(s)
+			}
+			out = append(out, s[:end])
+			s = s[end:]
 		}
 	}
 	return out

@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -49,6 +50,16 @@ type faultProxy struct {
 	// away): an HTTP 410, or an ERROR event of code 410 in the stream.
 	gone     atomic.Int64
 	upstream atomic.Pointer[http.RoundTripper]
+	// writes are the arrival times and lines ("PATCH /apis/…") of the writes of the
+	// observer's own objects (group convoy.kumodo.io) that came through.
+	writesMu sync.Mutex
+	writes   []write
+}
+
+// write is one write request that came through the proxy.
+type write struct {
+	at   time.Time
+	what string
 }
 
 type roundTripperFunc func(*http.Request) (*http.Response, error)
@@ -90,6 +101,11 @@ func newFaultProxy(t *testing.T, upstream *rest.Config) *faultProxy {
 	rp.Transport = roundTripperFunc(func(r *http.Request) (*http.Response, error) { return (*p.upstream.Load()).RoundTrip(r) })
 	p.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p.total.Add(1)
+		if r.Method != http.MethodGet && strings.HasPrefix(r.URL.Path, "/apis/convoy.kumodo.io/") {
+			p.writesMu.Lock()
+			p.writes = append(p.writes, write{at: time.Now(), what: r.Method + " " + r.URL.Path})
+			p.writesMu.Unlock()
+		}
 		mode, release := p.pick()
 		if mode != modeNone {
 			p.injected.Add(1)
@@ -217,4 +233,11 @@ current-context: proxy
 		t.Fatal(err)
 	}
 	return path
+}
+
+// writesLog returns the writes of the observer's own objects that came through.
+func (p *faultProxy) writesLog() []write {
+	p.writesMu.Lock()
+	defer p.writesMu.Unlock()
+	return append([]write(nil), p.writes...)
 }

@@ -24,6 +24,9 @@ var (
 	observerBin string
 	// long is set by `make test-faults` (FAULTS_LONG=1): many rounds of each fault.
 	long = os.Getenv("FAULTS_LONG") != ""
+	// race builds the observer with the race detector (a report fails the test): in the
+	// long form, and in the short form with FAULTS_RACE=1.
+	race = long || os.Getenv("FAULTS_RACE") != ""
 )
 
 // kubeMu guards env.Client and env.Config: a kube-apiserver restart comes back with new
@@ -94,7 +97,11 @@ func run(m *testing.M) int {
 		return 1
 	}
 	observerBin = filepath.Join(dir, "convoy-observer")
-	build := exec.Command("go", "build", "-o", observerBin, "./cmd/convoy-observer")
+	args := []string{"build", "-o", observerBin}
+	if race {
+		args = append(args, "-race")
+	}
+	build := exec.Command("go", append(args, "./cmd/convoy-observer")...)
 	build.Dir, build.Stdout, build.Stderr = root, os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintf(os.Stderr, "building convoy-observer: %v\n", err)

@@ -16,6 +16,12 @@ import (
 	"github.com/kumodo/convoy-observer/internal/subresources"
 )
 
+// served is one request that the sync endpoint served.
+type served struct {
+	at   time.Time // when it arrived
+	from string    // the replica that sent it (its path prefix, "replica-<i>"), or ""
+}
+
 // syncAPI is a stand-in for convoy-api's POST …/sync: it sets the sync annotation as
 // convoy-api does and keeps its own log of the requests it served, which the invariants
 // are checked against. It can be taken down (connection refused) and brought back on the
@@ -23,14 +29,14 @@ import (
 type syncAPI struct {
 	addr string
 	mu   sync.Mutex
-	log  map[string][]time.Time // Release key → times of the served requests
+	log  map[string][]served // Release key → the served requests
 	srv  *http.Server
 	down bool
 }
 
 func newSyncAPI(t *testing.T) *syncAPI {
 	t.Helper()
-	s := &syncAPI{log: map[string][]time.Time{}}
+	s := &syncAPI{log: map[string][]served{}}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -76,7 +82,15 @@ func (s *syncAPI) setDown(t *testing.T, down bool) {
 }
 
 func (s *syncAPI) handle(w http.ResponseWriter, r *http.Request) {
-	rest, ok := strings.CutPrefix(r.URL.Path, subresources.PathPrefix+"/namespaces/")
+	arrived, path, from := time.Now(), r.URL.Path, ""
+	if p, ok := strings.CutPrefix(path, "/"+replicaPrefix); ok { // a replica of a handover world
+		i := strings.Index(p, "/")
+		if i < 0 {
+			i = len(p)
+		}
+		from, path = replicaPrefix+p[:i], p[i:]
+	}
+	rest, ok := strings.CutPrefix(path, subresources.PathPrefix+"/namespaces/")
 	seg := strings.Split(rest, "/")
 	if !ok || r.Method != http.MethodPost || len(seg) != 4 || seg[1] != "releases" || seg[3] != subresources.SubresourceSync {
 		writeStatus(w, http.StatusNotFound, "NotFound", "no such path")
@@ -107,7 +121,7 @@ func (s *syncAPI) handle(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mu.Lock()
-	s.log[ns+"/"+name] = append(s.log[ns+"/"+name], now)
+	s.log[ns+"/"+name] = append(s.log[ns+"/"+name], served{at: arrived, from: from})
 	s.mu.Unlock()
 	w.WriteHeader(http.StatusAccepted)
 }
@@ -117,10 +131,21 @@ func (s *syncAPI) since(key string, t time.Time) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := 0
-	for _, at := range s.log[key] {
-		if !at.Before(t) {
+	for _, r := range s.log[key] {
+		if !r.at.Before(t) {
 			n++
 		}
 	}
 	return n
+}
+
+// all returns every served request, by Release key.
+func (s *syncAPI) all() map[string][]served {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string][]served, len(s.log))
+	for k, v := range s.log {
+		out[k] = append([]served(nil), v...)
+	}
+	return out
 }
