@@ -1,8 +1,8 @@
 // Package faults is the fault-injection suite of convoy-observer (issue #10): a real
 // kube-apiserver and etcd (internal/testenv), the observer as a real process, a stand-in
 // sync endpoint that keeps its own log of sync requests, and a stand-in controller-manager
-// that drives Releases through waves, a hook and a dropped entry. While it runs, one kind
-// of fault is injected per round:
+// that drives Releases through waves, a hook that is re-armed once, and a dropped entry.
+// While it runs, one kind of fault is injected per round:
 //
 //   - proxy: an HTTP proxy between the observer and the API server answers a share of
 //     the requests with 429 (Retry-After), 500 or 503, resets connections, adds latency

@@ -220,10 +220,14 @@ func (r *release) check(rel *v1alpha1.Release, inv *v1alpha1.ReleaseInventory) {
 		// when the hook finished in its arming second (it may have been re-armed).
 		if r.hookDone != nil && (h.State != r.hookDone.State || h.Message != r.hookDone.Message || h.FinishedAt == nil) &&
 			h.CreatedAt.Equal(r.hookDone.CreatedAt) {
-			r.violations = append(r.violations, fmt.Sprintf("%s: finished hook %s changed from %s to %s", r.key(), h.Name, r.hookDone.State, h.State))
+			r.violations = append(r.violations, fmt.Sprintf("%s: finished hook %s (createdAt %v) changed from %s to %s (createdAt %v)", r.key(), h.Name, r.hookDone.CreatedAt, r.hookDone.State, h.State, h.CreatedAt))
 		}
-		if r.hookDone == nil && h.State.IsTerminal() {
-			r.hookDone = h.DeepCopy()
+		// An outcome belongs to the arming it finished after: right after a re-arm, the
+		// previous outcome (finishedAt before the new createdAt) is still shown until
+		// the observer polls the new workload.
+		finished := h.State.IsTerminal() && h.FinishedAt != nil && h.CreatedAt != nil && !h.FinishedAt.Before(h.CreatedAt)
+		if finished && (r.hookDone == nil || !h.CreatedAt.Equal(r.hookDone.CreatedAt)) {
+			r.hookDone = h.DeepCopy() // finished, or finished again after a re-arm
 		}
 	}
 	if r.dropped && entry(inv, r.name+"-b") != nil {
@@ -238,7 +242,8 @@ func (r *release) syncedSince(t time.Time) func(*v1alpha1.Release, *v1alpha1.Rel
 
 // run drives the Release through the scenario: wave 0 turns Healthy (an edge), a hook
 // Job finishes and is deleted (an edge; the state must stay), wave 1 appears Healthy (an
-// edge), entry b is dropped (it must vanish for good). Each edge must be followed by a
+// edge), the hook is re-armed with a new Job, runs and finishes again (an edge), entry b
+// is dropped (it must vanish for good). Each edge must be followed by a
 // sync request in the sync endpoint's log.
 func (r *release) run(ctx context.Context) error {
 	r.anchors = map[string]time.Time{}
@@ -290,15 +295,8 @@ func (r *release) run(ctx context.Context) error {
 		return err
 	}
 	// A hook Job that finishes, then is deleted on success.
-	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: r.name + "-migrate", Namespace: r.ns},
-		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
-			Containers: []corev1.Container{{Name: "main", Image: "busybox"}}}}}}
-	if err := retry(ctx, func() error {
-		if err := r.target().Create(ctx, job.DeepCopy()); err != nil && !apierrors.IsAlreadyExists(err) {
-			return err
-		}
-		return nil
-	}); err != nil {
+	job := r.job("migrate")
+	if err := r.createJob(ctx, job); err != nil {
 		return err
 	}
 	armed := time.Now().UTC().Truncate(time.Second)
@@ -308,19 +306,7 @@ func (r *release) run(ctx context.Context) error {
 	}
 	time.Sleep(1100 * time.Millisecond) // finish in a later second than the arming
 	t2 := time.Now()
-	if err := retry(ctx, func() error {
-		j := &batchv1.Job{}
-		if err := r.target().Get(ctx, client.ObjectKeyFromObject(job), j); err != nil {
-			return err
-		}
-		now := metav1.Now()
-		j.Status.StartTime, j.Status.CompletionTime, j.Status.Succeeded = &now, &now, 1
-		j.Status.Conditions = []batchv1.JobCondition{
-			{Type: "SuccessCriteriaMet", Status: corev1.ConditionTrue, Reason: "CompletionsReached", LastTransitionTime: now},
-			{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, Reason: "CompletionsReached", LastTransitionTime: now},
-		}
-		return r.target().Status().Update(ctx, j)
-	}); err != nil {
+	if err := r.completeJob(ctx, job); err != nil {
 		return err
 	}
 	if err := r.waitFor(ctx, "hook finished and synced", func(rel *v1alpha1.Release, inv *v1alpha1.ReleaseInventory) bool {
@@ -347,6 +333,33 @@ func (r *release) run(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
+	// The hook is re-armed with a new Job and a newer createdAt: it is polled again and
+	// runs, and its new outcome is an edge.
+	job = r.job("migrate-2")
+	if err := r.createJob(ctx, job); err != nil {
+		return err
+	}
+	time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(1100 * time.Millisecond))) // a later second than the first finishedAt
+	rearmed := metav1.NewTime(time.Now().UTC().Truncate(time.Second))
+	hook = map[string]any{"name": "migrate", "workloadKind": "Job", "namespace": r.ns, "workloadName": job.Name, "createdAt": rearmed.Format(time.RFC3339)}
+	if err := r.inventory(ctx, map[string]int64{"a": 0, "b": 0, "c": 1}, hook); err != nil {
+		return err
+	}
+	if err := r.waitFor(ctx, "re-armed hook polled again (Running)", func(_ *v1alpha1.Release, inv *v1alpha1.ReleaseInventory) bool {
+		return len(inv.Hooks) == 1 && inv.Hooks[0].CreatedAt.Equal(&rearmed) && inv.Hooks[0].State == v1alpha1.HookRunning
+	}); err != nil {
+		return err
+	}
+	time.Sleep(1100 * time.Millisecond)
+	t4 := time.Now()
+	if err := r.completeJob(ctx, job); err != nil {
+		return err
+	}
+	if err := r.waitFor(ctx, "re-armed hook finished and synced", func(rel *v1alpha1.Release, inv *v1alpha1.ReleaseInventory) bool {
+		return len(inv.Hooks) == 1 && inv.Hooks[0].CreatedAt.Equal(&rearmed) && inv.Hooks[0].State == v1alpha1.HookSucceeded && r.syncedSince(t4)(rel, inv)
+	}); err != nil {
+		return err
+	}
 	// Entry b is dropped: it vanishes for good, and the Release is Healthy with 2 entries.
 	if err := r.inventory(ctx, map[string]int64{"a": 0, "c": 1}, hook); err != nil {
 		return err
@@ -368,4 +381,38 @@ func (r *release) run(ctx context.Context) error {
 	r.finished = time.Now()
 	r.mu.Unlock()
 	return nil
+}
+
+// job returns the hook Job name of the Release.
+func (r *release) job(name string) *batchv1.Job {
+	return &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: r.name + "-" + name, Namespace: r.ns},
+		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{Name: "main", Image: "busybox"}}}}}}
+}
+
+// createJob creates job in the target cluster.
+func (r *release) createJob(ctx context.Context, job *batchv1.Job) error {
+	return retry(ctx, func() error {
+		if err := r.target().Create(ctx, job.DeepCopy()); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		return nil
+	})
+}
+
+// completeJob writes job's status as a Job controller does when it succeeded.
+func (r *release) completeJob(ctx context.Context, job *batchv1.Job) error {
+	return retry(ctx, func() error {
+		j := &batchv1.Job{}
+		if err := r.target().Get(ctx, client.ObjectKeyFromObject(job), j); err != nil {
+			return err
+		}
+		now := metav1.Now()
+		j.Status.StartTime, j.Status.CompletionTime, j.Status.Succeeded = &now, &now, 1
+		j.Status.Conditions = []batchv1.JobCondition{
+			{Type: "SuccessCriteriaMet", Status: corev1.ConditionTrue, Reason: "CompletionsReached", LastTransitionTime: now},
+			{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, Reason: "CompletionsReached", LastTransitionTime: now},
+		}
+		return r.target().Status().Update(ctx, j)
+	})
 }
