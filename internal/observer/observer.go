@@ -76,6 +76,10 @@ type Options struct {
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	// TargetTimeout bounds each request to a target cluster (default 10s).
 	TargetTimeout time.Duration
+	// RequestTimeout bounds each write and live read of the loop on the management
+	// cluster (default 30s), so a hung connection fails the pass (a retry) instead of
+	// holding its worker forever. Watches are not bounded by it.
+	RequestTimeout time.Duration
 	// ReadConcurrency bounds the concurrent object reads of one pass.
 	ReadConcurrency int
 	// Namespaces restricts the cache to these namespaces; none means all.
@@ -83,6 +87,9 @@ type Options struct {
 	// WrapWriter wraps the client that the loop writes with (tests count writes).
 	WrapWriter func(client.Client) client.Client
 }
+
+// defaultRequestTimeout is Options.RequestTimeout's default.
+const defaultRequestTimeout = 30 * time.Second
 
 // syncTimeout bounds one wake-up request.
 const syncTimeout = 10 * time.Second
@@ -179,8 +186,21 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, err
 	if o.TargetBurst <= 0 {
 		o.TargetBurst = o.Burst
 	}
+	// The loop's writes and live reads (the Release before a write, kubeconfig Secrets)
+	// go straight to the API server through a client whose every request is bounded, so
+	// a hung connection fails one pass (retried) instead of holding its worker forever;
+	// the manager's watches are not bounded by it.
+	if o.RequestTimeout <= 0 {
+		o.RequestTimeout = defaultRequestTimeout
+	}
+	direct := rest.CopyConfig(cfg)
+	direct.Timeout = o.RequestTimeout
+	live, err := client.New(direct, client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
+	if err != nil {
+		return nil, fmt.Errorf("creating the management client: %w", err)
+	}
 	clusters := base.NewClusterCache(base.ClusterCacheOptions{
-		Local: cfg, SecretReader: mgr.GetAPIReader(), Secrets: secrets,
+		Local: cfg, SecretReader: live, Secrets: secrets,
 		QPS: o.TargetQPS, Burst: o.TargetBurst, Timeout: o.TargetTimeout,
 		Watch: !o.DirectReads, NamespaceThreshold: o.TargetNamespaceThreshold,
 		Log: ctrl.Log.WithName("targets"),
@@ -194,12 +214,12 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, err
 		wakeCfg.Timeout = syncTimeout
 		waker = subresources.NewClient(wakeCfg)
 	}
-	var writer client.Client = mgr.GetClient()
+	var writer client.Client = live
 	if o.WrapWriter != nil {
 		writer = o.WrapWriter(writer)
 	}
 	h := healthctrl.NewHealthController(mgr.GetCache(), writer, clusters, gate, waker)
-	h.LiveReader = mgr.GetAPIReader()
+	h.LiveReader = live
 	if o.ReadConcurrency > 0 {
 		h.ReadConcurrency = o.ReadConcurrency
 	}

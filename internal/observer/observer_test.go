@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
@@ -79,11 +80,17 @@ func replica(t *testing.T, ns string, o observer.Options) (*writes, func()) {
 
 func replicaWithManager(t *testing.T, ns string, o observer.Options) (*writes, func(), manager.Manager) {
 	t.Helper()
+	return replicaOn(t, env.Config, ns, o)
+}
+
+// replicaOn starts a replica that reaches the management API server through cfg.
+func replicaOn(t *testing.T, cfg *rest.Config, ns string, o observer.Options) (*writes, func(), manager.Manager) {
+	t.Helper()
 	w := &writes{n: map[string]int{}}
 	o.Namespaces = []string{ns}
 	o.WrapWriter = w.wrap
 	ctx, cancel := context.WithCancel(context.Background())
-	mgr, err := observer.New(ctx, env.Config, o)
+	mgr, err := observer.New(ctx, cfg, o)
 	if err != nil {
 		t.Fatal(err)
 	}
