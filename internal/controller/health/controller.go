@@ -272,7 +272,7 @@ func (h *HealthController) commit(ctx context.Context, rel *v1alpha1.Release, in
 	persists := e.waveCompleted || e.renderAdvanced || (e.hooksFinished > 0 && hooks.status != nil)
 	if persists && carry == "" && inv.inv != nil && h.Waker != nil {
 		if carry, err = h.newOwedValue(ctx, rel); err != nil {
-			return err
+			return h.writeFailed(ctx, "sync-owed", err) // a Release deleted meanwhile: quiet
 		}
 		st = owedState{value: carry}
 		h.setOwed(key, st)
