@@ -2,6 +2,7 @@ package health
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"slices"
 
@@ -273,9 +274,26 @@ var activations = sync.Pool{New: func() any { return &evalActivation{} }}
 // exceed it is an Error "evaluation error: operation cancelled: actual cost limit
 // exceeded". A panic inside an evaluation is an Error too, never a crash.
 func (e *Evaluator) Evaluate(apiVersion, resource string, object map[string]any) Result {
+	r, _ := e.evaluate(nil, apiVersion, resource, object)
+	return r
+}
+
+// EvaluateContext is Evaluate for a caller with a deadline, such as a request that
+// explains entries: it checks ctx before each expression and, once ctx is done, stops
+// and returns ctx.Err() and no Result. An expression that started before then still
+// runs to its end or to CostLimit (a failing rule's messageExpression too), so the
+// evaluation ends at most two expressions' budgets after ctx. A rule set can hold many
+// expressions that each pass just within CostLimit, so without a deadline one object
+// can take seconds.
+func (e *Evaluator) EvaluateContext(ctx context.Context, apiVersion, resource string, object map[string]any) (Result, error) {
+	return e.evaluate(ctx, apiVersion, resource, object)
+}
+
+// evaluate is Evaluate, stopped between two expressions once ctx (when not nil) is done.
+func (e *Evaluator) evaluate(ctx context.Context, apiVersion, resource string, object map[string]any) (Result, error) {
 	rules := e.rules[matchKey{apiVersion: apiVersion, resource: resource}]
 	if len(rules) == 0 {
-		return passed
+		return passed, nil
 	}
 	act := activations.Get().(*evalActivation)
 	defer activations.Put(act)
@@ -285,19 +303,22 @@ func (e *Evaluator) Evaluate(apiVersion, resource string, object map[string]any)
 	}
 	defer func() { act.object = nil }()
 	for _, r := range rules {
+		if ctx != nil && ctx.Err() != nil {
+			return Result{}, ctx.Err()
+		}
 		out, err := run(r.rule, act)
 		if err != nil {
-			return r.result(Error, evaluationErrorPrefix+err.Error())
+			return r.result(Error, evaluationErrorPrefix+err.Error()), nil
 		}
 		ok, isBool := out.(types.Bool)
 		if !isBool {
-			return r.result(Error, fmt.Sprintf("%sruleExpression returned %s, not bool", evaluationErrorPrefix, typeName(out)))
+			return r.result(Error, fmt.Sprintf("%sruleExpression returned %s, not bool", evaluationErrorPrefix, typeName(out))), nil
 		}
 		if !ok {
-			return r.result(Fail, r.failureMessage(act))
+			return r.result(Fail, r.failureMessage(act)), nil
 		}
 	}
-	return passed
+	return passed, nil
 }
 
 // run evaluates one expression with a fresh budget; a panic becomes an error.

@@ -1,6 +1,7 @@
 package health_test
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"strings"
@@ -385,5 +386,26 @@ func TestStaticallyWrongTypesAreEvaluationOutcomes(t *testing.T) {
 	res = ev.Evaluate("v1", "configmaps", map[string]any{})
 	if res.Outcome != health.Fail || res.Message != "health rule 0 of GlobalHealthRuleSet/b not satisfied" {
 		t.Fatalf("result = %+v", res)
+	}
+}
+
+// TestEvaluateContext: EvaluateContext gives Evaluate's Result while its context is
+// live, and stops before the next expression, with the context's error and no Result,
+// once it is done.
+func TestEvaluateContext(t *testing.T) {
+	t.Parallel()
+	ev := mustEvaluator(t, configMapRule("true", ""), configMapRule("object.data.x == 'y'", "'x is ' + object.data.x"))
+	obj := map[string]any{"data": map[string]any{"x": "z"}}
+	r, err := ev.EvaluateContext(context.Background(), "v1", "configmaps", obj)
+	if want := ev.Evaluate("v1", "configmaps", obj); err != nil || r.Outcome != want.Outcome || r.Message != want.Message || r.DecidedBy != want.DecidedBy {
+		t.Errorf("live context: %+v, %v; want %+v", r, err, want)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if r, err := ev.EvaluateContext(ctx, "v1", "configmaps", obj); !errors.Is(err, context.Canceled) || r.DecidedBy != nil {
+		t.Errorf("done context: %+v, %v; want no Result and context.Canceled", r, err)
+	}
+	if r, err := ev.EvaluateContext(ctx, "v1", "secrets", obj); err != nil || r.Outcome != health.Pass {
+		t.Errorf("no applicable rule, done context: %+v, %v; want Pass (nothing to run)", r, err)
 	}
 }

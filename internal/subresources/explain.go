@@ -27,7 +27,7 @@ const (
 	// DefaultExplainMaxEntries is how many entries that are not Healthy one /health
 	// request re-evaluates at most: one read of the target cluster each.
 	DefaultExplainMaxEntries = 100
-	// DefaultExplainTimeout bounds the reads of one explanation.
+	// DefaultExplainTimeout bounds the reads and rule evaluations of one explanation.
 	DefaultExplainTimeout = 10 * time.Second
 	// explainConcurrency is how many objects one explanation reads at a time.
 	explainConcurrency = 4
@@ -56,7 +56,9 @@ type Explainer struct {
 	// MaxEntries bounds the entries re-evaluated per call; < 1 is
 	// DefaultExplainMaxEntries.
 	MaxEntries int
-	// Timeout bounds the reads of one call; <= 0 is DefaultExplainTimeout.
+	// Timeout bounds the reads and rule evaluations of one call (an evaluation stops
+	// between two expressions, health.Evaluator.EvaluateContext); <= 0 is
+	// DefaultExplainTimeout.
 	Timeout time.Duration
 }
 
@@ -70,8 +72,9 @@ type Explainer struct {
 //
 // The error says why some entries could not be explained: the Release has no
 // spec.healthAssessment is no error, but rules that do not compile, an unreadable
-// Cluster or kubeconfig Secret, objects that could not be read, or more entries than
-// MaxEntries are; the entries explained before it stay set.
+// Cluster or kubeconfig Secret, objects that could not be read, entries whose rules
+// did not finish within Timeout, or more entries than MaxEntries are; the entries
+// explained before it stay set.
 func (x *Explainer) Explain(ctx context.Context, rel *v1alpha1.Release, inv *v1alpha1.ReleaseInventory, resp *HealthResponse) error {
 	var todo []int
 	for i := range resp.Entries {
@@ -82,6 +85,12 @@ func (x *Explainer) Explain(ctx context.Context, rel *v1alpha1.Release, inv *v1a
 	if len(todo) == 0 || rel.Spec.HealthAssessment == nil || inv == nil {
 		return nil
 	}
+	timeout := x.Timeout
+	if timeout <= 0 {
+		timeout = DefaultExplainTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	var errs []error
 	if limit := x.maxEntries(); len(todo) > limit {
 		errs = append(errs, fmt.Errorf("only the first %d of the %d entries that are not Healthy are explained", limit, len(todo)))
@@ -116,13 +125,8 @@ func (x *Explainer) Explain(ctx context.Context, rel *v1alpha1.Release, inv *v1a
 	if x.Now != nil {
 		now = x.Now()
 	}
-	timeout := x.Timeout
-	if timeout <= 0 {
-		timeout = DefaultExplainTimeout
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
 	readErrs := make([]error, len(todo))
+	cut := make([]bool, len(todo))
 	g := errgroup.Group{}
 	g.SetLimit(explainConcurrency)
 	for j, i := range todo {
@@ -141,7 +145,11 @@ func (x *Explainer) Explain(ctx context.Context, rel *v1alpha1.Release, inv *v1a
 				readErrs[j] = fmt.Errorf("reading %s %s: %w", e.Kind, namespacedName(e.Namespace, e.Name), err)
 				return nil
 			}
-			r := ev.Evaluate(ie.APIVersion(), ie.Resource, obj.Object)
+			r, err := ev.EvaluateContext(ctx, ie.APIVersion(), ie.Resource, obj.Object)
+			if err != nil {
+				cut[j] = true // the rules may be slow on purpose: the timeout bounds them too
+				return nil
+			}
 			var anchor *time.Time
 			if e.FirstUnhealthy != nil {
 				anchor = &e.FirstUnhealthy.Time
@@ -154,6 +162,9 @@ func (x *Explainer) Explain(ctx context.Context, rel *v1alpha1.Release, inv *v1a
 	_ = g.Wait()
 	if n, first := countErrors(readErrs); n > 0 {
 		errs = append(errs, fmt.Errorf("%d objects could not be read, the first: %w", n, first))
+	}
+	if n := countTrue(cut); n > 0 {
+		errs = append(errs, fmt.Errorf("%d entries were not evaluated within %s, the bound of one explanation: their rules take too long", n, timeout))
 	}
 	return errors.Join(errs...)
 }
@@ -201,6 +212,17 @@ func countErrors(errs []error) (int, error) {
 		}
 	}
 	return n, first
+}
+
+// countTrue returns how many of bs are true.
+func countTrue(bs []bool) int {
+	n := 0
+	for _, b := range bs {
+		if b {
+			n++
+		}
+	}
+	return n
 }
 
 // namespacedName is namespace/name, or name for a cluster-scoped object.

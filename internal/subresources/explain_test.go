@@ -188,3 +188,33 @@ func TestHealthExplainErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestHealthExplainBoundsEvaluation: hostile rules (255 expressions that each pass
+// within the cost limit, about 30 ms of CPU apiece, before one that fails) cannot make
+// one /health request run past the Explainer's Timeout: the evaluation stops between
+// two expressions once the timeout passed, the entries it did not finish have no
+// decidedBy, and decidedByError says that the timeout cut them.
+func TestHealthExplainBoundsEvaluation(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	if err := env.Client.Create(ctx, &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "explain-slow", Namespace: "default"}}); err != nil {
+		t.Fatal(err)
+	}
+	var rules []extv1alpha1.RuleSpec
+	for range 255 {
+		rules = append(rules, extv1alpha1.RuleSpec{APIVersion: "v1", Resources: []string{"configmaps"},
+			RuleExpression: "lists.range(400).all(i, lists.range(400).all(j, i >= 0))"})
+	}
+	rules = append(rules, extv1alpha1.RuleSpec{APIVersion: "v1", Resources: []string{"configmaps"}, RuleExpression: "false"})
+	objects := map[string]map[string]string{"a": {}, "b": {}}
+	states := map[string]string{"a": "Progressing", "b": "Progressing"}
+	explainedRelease(t, "explain-slow", "explain-slow", rules, objects, states)
+
+	got, explainErr := explainedHealth(t, "explain-slow", &subresources.Explainer{Reader: env.Client, LocalConfig: env.Config, Timeout: time.Second})
+	for n, d := range got {
+		if d != "-" {
+			t.Errorf("%s: decidedBy %s, want none: its evaluation outlasts the timeout", n, d)
+		}
+	}
+	mustContain(t, "decidedByError", explainErr, "2 entries were not evaluated within 1s")
+}
