@@ -44,6 +44,16 @@ func printExplanations(out io.Writer, h *subresources.HealthResponse) {
 	}
 }
 
+// printDeciders prints, under the entries that keep a Release from Healthy, the rule
+// that decides each (printDecidedBy) and, when /health could not explain some of them,
+// why (its decidedByError), so that a missing explanation is never silent.
+func printDeciders(out io.Writer, entries []subresources.HealthEntry, decidedByError string) {
+	printDecidedBy(out, entries)
+	if decidedByError != "" {
+		fmt.Fprintf(out, "Not explained: %s\n", decidedByError)
+	}
+}
+
 // printDecidedBy prints one line "KIND NAMESPACE/NAME: rule I of SET (CAUSE)" per entry
 // that has a decidedBy, and returns how many it printed.
 func printDecidedBy(out io.Writer, entries []subresources.HealthEntry) int {

@@ -81,7 +81,7 @@ every --interval.
 every entry of its inventory has the render of status.lastAttempted (renderCurrent), was
 assessed at that render, and is Healthy (a Release without entries is Healthy). It stops
 at once when the Release turns Degraded, printing the Degraded entries and the rule that
-decides each (the decidedBy of /health). --for degraded
+decides each (the decidedBy of /health, or its decidedByError: why it could not say). --for degraded
 waits until it is Degraded. --for condition=REASON waits for one reason of the Release's
 Healthy condition: Healthy, Progressing, Degraded, Unknown or Pending (entries of another
 render, or not assessed at their render yet). Hooks are shown by release status but do
@@ -132,7 +132,8 @@ func runWait(ctx context.Context, env *cliEnv, release string, fetch healthFetch
 	var last verdict
 	var lastLine string
 	var lastErr error
-	var done error // the outcome when the condition function ends the poll
+	var done error          // the outcome when the condition function ends the poll
+	var notExplained string // the last result's decidedByError
 	// Each read runs under ctx, not under the poll's timeout: a read that the timeout
 	// would cut short (or that the client's rate limiter refuses to start so close to
 	// it) is not a failed read. The timeout is checked between reads.
@@ -154,6 +155,7 @@ func runWait(ctx context.Context, env *cliEnv, release string, fetch healthFetch
 		}
 		lastErr = nil
 		last = judge(h)
+		notExplained = h.DecidedByError
 		if line := last.reason + ": " + last.detail; line != lastLine {
 			fmt.Fprintf(env.stdout, "%s release %s is %s\n", env.now().UTC().Format(time.TimeOnly), release, line)
 			lastLine = line
@@ -164,7 +166,7 @@ func runWait(ctx context.Context, env *cliEnv, release string, fetch healthFetch
 		case target.failOnDegraded && last.reason == reasonDegraded:
 			fmt.Fprintln(env.stdout)
 			_ = printEntries(env.stdout, last.notHealthy)
-			printDecidedBy(env.stdout, last.notHealthy)
+			printDeciders(env.stdout, last.notHealthy, notExplained)
 			done = &exitError{code: exitDegraded, err: fmt.Errorf("release %s is Degraded: %s", release, last.detail)}
 			return true, nil
 		}
@@ -187,7 +189,7 @@ func runWait(ctx context.Context, env *cliEnv, release string, fetch healthFetch
 	if len(last.notHealthy) > 0 {
 		fmt.Fprintf(env.stdout, "\nNot Healthy yet:\n")
 		_ = printEntries(env.stdout, last.notHealthy)
-		printDecidedBy(env.stdout, last.notHealthy)
+		printDeciders(env.stdout, last.notHealthy, notExplained)
 	}
 	return &exitError{code: exitTimeout, err: fmt.Errorf("timed out after %s waiting for release %s to be %s; it is %s: %s",
 		o.timeout, release, target.reason, last.reason, last.detail)}

@@ -114,6 +114,10 @@ func TestReleaseWait(t *testing.T) {
 		if !strings.Contains(stdout, "Deployment.apps  default    web   Degraded  r1      3/3 available, 1 updated") || strings.Contains(stdout, "api ") {
 			t.Errorf("stdout does not list exactly the Degraded entry:\n%s", stdout)
 		}
+		// Its Cluster does not exist: /health cannot say which rule decides, and says why.
+		if !strings.Contains(stdout, "Not explained: reading Cluster default/target") {
+			t.Errorf("stdout does not say why the Degraded entry is not explained:\n%s", stdout)
+		}
 		if !strings.Contains(stderr, "release default/wait-degraded is Degraded: 0/2 healthy; Deployment default/web: 3/3 available, 1 updated") {
 			t.Errorf("stderr: %s", stderr)
 		}
@@ -132,6 +136,9 @@ func TestReleaseWait(t *testing.T) {
 		}
 		if !strings.Contains(stdout, "Not Healthy yet:") || !strings.Contains(stdout, "web   Progressing  r1      1/3 available") || strings.Contains(stdout, "api  ") {
 			t.Errorf("stdout does not list exactly the Progressing entry:\n%s", stdout)
+		}
+		if !strings.Contains(stdout, "Not explained: reading Cluster default/target") {
+			t.Errorf("stdout does not say why the Progressing entry is not explained:\n%s", stdout)
 		}
 		if !strings.Contains(stderr, "timed out after 500ms waiting for release default/wait-slow to be Healthy; it is Progressing") {
 			t.Errorf("stderr: %s", stderr)
