@@ -17,7 +17,9 @@
 //   - target: the Releases' objects live in a second kube-apiserver and etcd, a target
 //     cluster reached through its own proxy (a kubeconfig Secret of the Cluster), and the
 //     proxy's faults hit that way only; or the target goes down, and every Release must
-//     turn Healthy=Unknown before it comes back;
+//     turn Healthy=Unknown before it comes back. In the long form (or FAULTS_ROLLOUT=1)
+//     the target also runs kube-controller-manager, kube-scheduler and kwok, so the hook
+//     Jobs really run on a fake node;
 //   - handover: two replicas of one shard with leader election; the leader is killed
 //     with SIGKILL and comes back as a standby once the other leads;
 //   - apiserver: kube-apiserver is stopped and started again (etcd keeps the data).

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
@@ -57,6 +58,7 @@ type release struct {
 	api      *syncAPI
 	cluster  string        // the Cluster of the Release
 	tc       client.Client // the target cluster's client; nil: the management cluster's
+	rollsOut bool          // the target's controllers run the hook Jobs (targetCluster.rollsOut)
 
 	mu         sync.Mutex
 	violations []string
@@ -383,10 +385,11 @@ func (r *release) run(ctx context.Context) error {
 	return nil
 }
 
-// job returns the hook Job name of the Release.
+// job returns the hook Job name of the Release. Where the target's controllers run it,
+// it is created suspended, so that the test chooses when it runs (completeJob).
 func (r *release) job(name string) *batchv1.Job {
 	return &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: r.name + "-" + name, Namespace: r.ns},
-		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
+		Spec: batchv1.JobSpec{Suspend: &r.rollsOut, Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
 			Containers: []corev1.Container{{Name: "main", Image: "busybox"}}}}}}
 }
 
@@ -400,8 +403,16 @@ func (r *release) createJob(ctx context.Context, job *batchv1.Job) error {
 	})
 }
 
-// completeJob writes job's status as a Job controller does when it succeeded.
+// completeJob lets the target's controllers run job (it resumes it: the Job controller
+// creates its Pod, the scheduler binds it to a fake node, kwok runs it to Succeeded and
+// the Job controller marks the Job Complete), or, without controllers, writes its status
+// as the Job controller does when it succeeded.
 func (r *release) completeJob(ctx context.Context, job *batchv1.Job) error {
+	if r.rollsOut {
+		return retry(ctx, func() error {
+			return r.target().Patch(ctx, job.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(`{"spec":{"suspend":false}}`)))
+		})
+	}
 	return retry(ctx, func() error {
 		j := &batchv1.Job{}
 		if err := r.target().Get(ctx, client.ObjectKeyFromObject(job), j); err != nil {

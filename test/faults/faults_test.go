@@ -142,7 +142,7 @@ func runRound(t *testing.T, w *world, f fault, round int) (time.Duration, int, b
 	for i := range rels {
 		rels[i] = &release{ns: w.ns, name: fmt.Sprintf("r%d-%d", round, i), api: w.api, cluster: "local"}
 		if w.target != nil {
-			rels[i].cluster, rels[i].tc = targetClusterName, w.target.env.Client
+			rels[i].cluster, rels[i].tc, rels[i].rollsOut = targetClusterName, w.target.client, w.target.rollsOut
 		}
 		wg.Add(1)
 		go func() { defer wg.Done(); errs[i] = rels[i].run(ctx) }()
@@ -271,26 +271,35 @@ func injectKill(t *testing.T, w *world, _ string) func() time.Time {
 // injectCompact writes a little outside the observer's namespace (so that its watches
 // lag etcd's head), compacts etcd at its current revision and drops the observer's
 // connections: every watch resumes from a compacted resourceVersion, gets 410 Gone
-// ("too old resource version") and re-lists. The round fails when no watch got a 410,
-// so a compaction that misses the observer cannot pass for one that hit it.
+// ("too old resource version") and re-lists. A watch that was still starting (an
+// observer that has just started lists first) may miss it, so the compaction is
+// repeated, up to three times, until some watch got a 410; the round fails when none
+// did, so a compaction that misses the observer cannot pass for one that hit it.
 func injectCompact(t *testing.T, w *world, _ string) func() time.Time {
 	ctx := context.Background()
 	before := w.proxy.gone.Load()
-	for i := range 3 {
-		cm := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
-			"metadata": map[string]any{"name": "faults-churn", "namespace": "default"}, "data": map[string]any{"n": fmt.Sprint(i)}}}
-		must(t, kube().Apply(ctx, client.ApplyConfigurationFromUnstructured(cm), client.FieldOwner("fault-churn"), client.ForceOwnership))
+	var revs []int64
+	for attempt := 0; attempt < 3 && w.proxy.gone.Load() == before; attempt++ {
+		for i := range 3 {
+			cm := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+				"metadata": map[string]any{"name": "faults-churn", "namespace": "default"}, "data": map[string]any{"n": fmt.Sprint(i)}}}
+			must(t, kube().Apply(ctx, client.ApplyConfigurationFromUnstructured(cm), client.FieldOwner("fault-churn"), client.ForceOwnership))
+		}
+		rev, err := compactEtcd(ctx)
+		must(t, err)
+		revs = append(revs, rev)
+		w.proxy.dropConnections()
+		for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline) && w.proxy.gone.Load() == before; {
+			time.Sleep(50 * time.Millisecond)
+		}
 	}
-	rev, err := compactEtcd(ctx)
-	must(t, err)
-	w.proxy.dropConnections()
 	return now(func() {
 		n := w.proxy.gone.Load() - before
 		if n == 0 {
-			t.Errorf("etcd compacted at revision %d, but no watch of the observer got 410 Gone: none had to re-list", rev)
+			t.Errorf("etcd compacted at revisions %v, but no watch of the observer got 410 Gone: none had to re-list", revs)
 			return
 		}
-		t.Logf("etcd compacted at revision %d: %d watches of the observer got 410 Gone and re-listed", rev, n)
+		t.Logf("etcd compacted at revisions %v: %d watches of the observer got 410 Gone and re-listed", revs, n)
 	})
 }
 

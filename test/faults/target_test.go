@@ -11,9 +11,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
+	"github.com/kumodo/convoy-observer/internal/localcluster"
 	"github.com/kumodo/convoy-observer/internal/testenv"
 )
 
@@ -26,20 +28,40 @@ const targetClusterName = "target"
 // proxy, with the kubeconfig Secret of the Cluster "target". Faults injected there leave
 // the observer's way to the management cluster alone.
 type targetCluster struct {
-	env   *testenv.Env
-	proxy *faultProxy
+	client client.Client // the test's (administrator's) client, not through the proxy
+	proxy  *faultProxy
+	// rollsOut: kube-controller-manager, kube-scheduler and kwok run the target's
+	// workloads (internal/localcluster), so a hook Job really runs to completion on a
+	// fake node; without them the test writes the Jobs' status itself.
+	rollsOut bool
 }
+
+// rollOut is whether the target cluster runs real controllers: in the long form, and
+// with FAULTS_ROLLOUT=1.
+var rollOut = long || os.Getenv("FAULTS_ROLLOUT") != ""
 
 // startTargetCluster starts the target cluster for the Releases of ns and records it as
 // the Cluster "target" of ns in the management cluster.
 func startTargetCluster(t *testing.T, ns string) *targetCluster {
 	t.Helper()
-	te, err := testenv.StartTarget()
-	must(t, err)
-	t.Cleanup(te.Stop)
-	tc := &targetCluster{env: te, proxy: newFaultProxy(t, te.Config)}
+	tc := &targetCluster{rollsOut: rollOut}
+	var cfg *rest.Config
+	if rollOut {
+		assets, err := localcluster.FindAssets(env.RepoRoot)
+		must(t, err)
+		c, err := localcluster.Start(context.Background(), localcluster.Options{AssetsDir: assets, Dir: t.TempDir(), Scheme: env.Scheme, Nodes: 1})
+		must(t, err)
+		t.Cleanup(c.Stop)
+		tc.client, cfg = c.Client, c.Config
+	} else {
+		te, err := testenv.StartTarget()
+		must(t, err)
+		t.Cleanup(te.Stop)
+		tc.client, cfg = te.Client, te.Config
+	}
+	tc.proxy = newFaultProxy(t, cfg)
 	ctx := context.Background()
-	must(t, te.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
+	must(t, tc.client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
 	kc, err := os.ReadFile(tc.proxy.kubeconfig(t))
 	must(t, err)
 	must(t, kube().Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "target-kubeconfig", Namespace: ns},
