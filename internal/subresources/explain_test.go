@@ -3,6 +3,8 @@ package subresources_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -217,4 +219,78 @@ func TestHealthExplainBoundsEvaluation(t *testing.T) {
 		}
 	}
 	mustContain(t, "decidedByError", explainErr, "2 entries were not evaluated within 1s")
+}
+
+// TestHealthExplainHangingTarget: a Cluster whose kubeconfig points at a server that
+// accepts connections and never answers holds /health no longer than the Explainer's
+// Timeout; the answer names the server that did not answer in decidedByError.
+func TestHealthExplainHangingTarget(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	release := make(chan struct{})
+	hung := httptest.NewTLSServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(hung.Close)
+	t.Cleanup(func() { close(release) })
+	kc := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: %q, insecure-skip-tls-verify: true}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`, hung.URL)
+	if err := env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "explain-hung", Namespace: "default"},
+		Data: map[string][]byte{"value": []byte(kc)}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Create(ctx, &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "explain-hung", Namespace: "default"},
+		Spec: v1alpha1.ClusterSpec{KubeconfigSecretRef: &v1alpha1.SecretKeyReference{Name: "explain-hung"}}}); err != nil {
+		t.Fatal(err)
+	}
+	states := map[string]string{}
+	for i := range 10 {
+		states[fmt.Sprint(i)] = "Progressing"
+	}
+	explainedRelease(t, "explain-hung", "explain-hung", []extv1alpha1.RuleSpec{
+		{APIVersion: "v1", Resources: []string{"configmaps"}, RuleExpression: "false"},
+	}, nil, states)
+	_, explainErr := explainedHealth(t, "explain-hung", &subresources.Explainer{Reader: env.Client, Timeout: 500 * time.Millisecond})
+	mustContain(t, "decidedByError", explainErr, "10 objects could not be read")
+	mustContain(t, "decidedByError", explainErr, strings.TrimPrefix(hung.URL, "https://"))
+}
+
+// TestHealthExplainUsesOnlySelectedRuleSets: a HealthRuleSet of another namespace and a
+// GlobalHealthRuleSet that carry the selected labels, with a rule that fails, never
+// decide an entry: the Release's local selector reaches its own namespace only, and
+// its absent global selector selects nothing.
+func TestHealthExplainUsesOnlySelectedRuleSets(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const name = "explain-foreign"
+	labels := map[string]string{"explain": name}
+	failing := []extv1alpha1.RuleSpec{{APIVersion: "v1", Resources: []string{"configmaps"}, RuleExpression: "false"}}
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Create(ctx, &extv1alpha1.HealthRuleSet{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: name, Labels: labels},
+		Spec: extv1alpha1.HealthRuleSetSpec{Rules: failing}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Create(ctx, &extv1alpha1.GlobalHealthRuleSet{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		Spec: extv1alpha1.GlobalHealthRuleSetSpec{Rules: failing}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Create(ctx, &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}}); err != nil {
+		t.Fatal(err)
+	}
+	explainedRelease(t, name, name, []extv1alpha1.RuleSpec{{APIVersion: "v1", Resources: []string{"configmaps"}, RuleExpression: "true"}},
+		map[string]map[string]string{"a": {}}, map[string]string{"a": "Progressing"})
+	got, explainErr := explainedHealth(t, name, &subresources.Explainer{Reader: env.Client, LocalConfig: env.Config})
+	if got["a"] != "-" || explainErr != "" {
+		t.Errorf("decidedBy %s, decidedByError %q; want none: only the Release's own namespace's set is selected, and it passes", got["a"], explainErr)
+	}
 }
