@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,6 +19,14 @@ func TestHealthLint(t *testing.T) {
 	if code != exitOK || strings.Contains(stdout, "error:") || stderr != "" {
 		t.Errorf("library: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
+	dir := t.TempDir()
+	empty, groupless := filepath.Join(dir, "empty.yaml"), filepath.Join(dir, "groupless.yaml")
+	if err := os.WriteFile(empty, []byte("---\n# nothing\n---\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(groupless, []byte("apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: x}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	code, stdout, stderr = runCLI("health", "lint", "../../health/lint/testdata/bad.yaml")
 	if code != exitCompileError || strings.Count(stdout, "error: GlobalHealthRuleSet/bad rule ") != 7 ||
 		!strings.Contains(stdout, "undefined field 'readyReplica'") || !strings.Contains(stderr, "7 errors in 1 rule sets") {
@@ -26,6 +35,9 @@ func TestHealthLint(t *testing.T) {
 	for _, args := range [][]string{{"health", "lint"}, {"health", "lint", "/nonexistent.yaml"},
 		{"health", "lint", defaultsFile, "--schema", defaultsFile}, // not a CRD
 		{"health", "lint", defaultsFile, "--schema", t.TempDir()},  // no file
+		{"health", "lint", empty},                                  // no rule set: it would lint clean
+		{"health", "lint", defaultsFile, "--schema", empty},        // no CRD
+		{"health", "lint", defaultsFile, "--schema", groupless},    // a CRD without group and names
 	} {
 		if code, _, stderr := runCLI(args...); code != exitUsage {
 			t.Errorf("%v: exit %d, want %d; stderr: %s", args, code, exitUsage, stderr)

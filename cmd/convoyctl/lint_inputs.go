@@ -65,11 +65,12 @@ func kustomizeBuild(dir string) ([]byte, error) {
 
 // readRuleSetArgs reads the rule sets of each argument of health lint: a file, a
 // directory of files, or a directory with a kustomization (what kubectl apply -k
-// installs).
+// installs). An argument without any rule set is an error: it would lint clean.
 func readRuleSetArgs(paths []string) ([]extv1alpha1.GlobalHealthRuleSet, []extv1alpha1.HealthRuleSet, error) {
 	var global []extv1alpha1.GlobalHealthRuleSet
 	var local []extv1alpha1.HealthRuleSet
 	for _, path := range paths {
+		before := len(global) + len(local)
 		files, kustomization, err := manifestFiles(path)
 		if err != nil {
 			return nil, nil, fmt.Errorf("reading rules: %w", err)
@@ -84,7 +85,6 @@ func readRuleSetArgs(paths []string) ([]extv1alpha1.GlobalHealthRuleSet, []extv1
 				return nil, nil, fmt.Errorf("reading rules of kustomize build %s: %w", path, err)
 			}
 			global, local = append(global, g...), append(local, l...)
-			continue
 		}
 		for _, f := range files {
 			g, l, err := readRuleSets(f)
@@ -93,16 +93,22 @@ func readRuleSetArgs(paths []string) ([]extv1alpha1.GlobalHealthRuleSet, []extv1
 			}
 			global, local = append(global, g...), append(local, l...)
 		}
+		if len(global)+len(local) == before {
+			// A wrong or empty path would otherwise lint clean.
+			return nil, nil, fmt.Errorf("reading rules: %s holds no GlobalHealthRuleSet or HealthRuleSet", path)
+		}
 	}
 	return global, local, nil
 }
 
 // readCRDs reads the CustomResourceDefinitions of health lint --schema: files or
 // directories of files (YAML or JSON, multi-document or List). Any other kind is an
-// error naming the file, so a wrong path is not silently ignored.
+// error naming the file, and so is a path without any CustomResourceDefinition, so a
+// wrong path is not silently ignored.
 func readCRDs(paths []string) ([]apiextensionsv1.CustomResourceDefinition, error) {
 	var out []apiextensionsv1.CustomResourceDefinition
 	for _, path := range paths {
+		before := len(out)
 		files, kustomization, err := manifestFiles(path)
 		if err != nil {
 			return nil, fmt.Errorf("reading --schema: %w", err)
@@ -120,6 +126,9 @@ func readCRDs(paths []string) ([]apiextensionsv1.CustomResourceDefinition, error
 				return nil, fmt.Errorf("reading --schema %s: %w", f, err)
 			}
 			out = append(out, crds...)
+		}
+		if len(out) == before {
+			return nil, fmt.Errorf("reading --schema: %s holds no CustomResourceDefinition", path)
 		}
 	}
 	return out, nil

@@ -40,12 +40,17 @@ type crdVersion struct {
 // add up (a version that the current release dropped can come from an older one), but a
 // version defined twice is an error. A version whose schema declares no field (none, or
 // only x-kubernetes-preserve-unknown-fields) is not type-checked, which a note says; a
-// schema that is not structural is an error naming the CRD and the version.
+// schema that is not structural, or a CRD without spec.group, spec.names.plural,
+// spec.names.kind or a served version's name, is an error naming the CRD.
 func NewCRDs(crds []apiextensionsv1.CustomResourceDefinition) (*CRDs, error) {
 	c := &CRDs{schemas: map[schema.GroupVersionResource]crdVersion{}, served: map[schema.GroupResource][]string{}, groups: map[string]bool{}}
 	meta := schemaOf(reflect.TypeFor[metav1.ObjectMeta](), map[reflect.Type]bool{})
 	for i := range crds {
 		crd := &crds[i]
+		if crd.Spec.Group == "" || crd.Spec.Names.Plural == "" || crd.Spec.Names.Kind == "" {
+			// The API server requires all three; without them the CRD would claim the core group.
+			return nil, fmt.Errorf("CustomResourceDefinition %q: spec.group, spec.names.plural and spec.names.kind are required", crd.Name)
+		}
 		gr := schema.GroupResource{Group: crd.Spec.Group, Resource: crd.Spec.Names.Plural}
 		if c.served[gr] == nil {
 			c.served[gr] = []string{}
@@ -54,6 +59,9 @@ func NewCRDs(crds []apiextensionsv1.CustomResourceDefinition) (*CRDs, error) {
 		for _, v := range crd.Spec.Versions {
 			if !v.Served {
 				continue
+			}
+			if v.Name == "" {
+				return nil, fmt.Errorf("CustomResourceDefinition %s: a served version without a name", crd.Name)
 			}
 			if _, dup := c.schemas[gr.WithVersion(v.Name)]; dup {
 				return nil, fmt.Errorf("CustomResourceDefinition %s: version %s of %s is defined twice", crd.Name, v.Name, gr)

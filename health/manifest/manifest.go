@@ -105,7 +105,8 @@ func DecodeObjects(r io.Reader) ([]unstructured.Unstructured, error) {
 	return objs, nil
 }
 
-// maxListDepth bounds Lists nested in Lists.
+// maxListDepth bounds Lists nested in Lists, in every decoder: each level holds a copy
+// of its items while the next one decodes.
 const maxListDepth = 8
 
 // decodeDocument decodes one JSON object: a List (whose items may be Lists again) gives
@@ -219,7 +220,7 @@ func DecodeRuleSets(r io.Reader) ([]extv1alpha1.GlobalHealthRuleSet, []extv1alph
 	}
 	var d ruleSetDecoder
 	for i, doc := range docs {
-		if err := d.decode(doc, "", ""); err != nil {
+		if err := d.decode(doc, "", "", 0); err != nil {
 			return nil, nil, fmt.Errorf("document %d: %w", i+1, err)
 		}
 	}
@@ -233,8 +234,9 @@ type ruleSetDecoder struct {
 }
 
 // decode decodes one document or list item. defaultAPIVersion and defaultKind come from
-// an enclosing typed list, for items that leave them out.
-func (d *ruleSetDecoder) decode(doc []byte, defaultAPIVersion, defaultKind string) error {
+// an enclosing typed list, for items that leave them out; depth counts the Lists around
+// doc (at most maxListDepth).
+func (d *ruleSetDecoder) decode(doc []byte, defaultAPIVersion, defaultKind string, depth int) error {
 	var tm typeMeta
 	if err := json.Unmarshal(doc, &tm); err != nil {
 		return err
@@ -245,12 +247,15 @@ func (d *ruleSetDecoder) decode(doc []byte, defaultAPIVersion, defaultKind strin
 	want := extv1alpha1.GroupVersion.String()
 	switch {
 	case isList(tm.Kind) && tm.Items != nil:
+		if depth >= maxListDepth {
+			return fmt.Errorf("Lists nested deeper than %d", maxListDepth)
+		}
 		itemKind := ""
 		if tm.Kind != "List" {
 			itemKind = strings.TrimSuffix(tm.Kind, "List")
 		}
 		for j, item := range tm.Items {
-			if err := d.decode(item, tm.APIVersion, itemKind); err != nil {
+			if err := d.decode(item, tm.APIVersion, itemKind, depth+1); err != nil {
 				return fmt.Errorf("item %d: %w", j, err)
 			}
 		}
@@ -307,8 +312,8 @@ func DecodeCRDs(r io.Reader) ([]apiextensionsv1.CustomResourceDefinition, error)
 		return nil, err
 	}
 	var out []apiextensionsv1.CustomResourceDefinition
-	var decode func(doc []byte) error
-	decode = func(doc []byte) error {
+	var decode func(doc []byte, depth int) error
+	decode = func(doc []byte, depth int) error {
 		var tm typeMeta
 		if err := json.Unmarshal(doc, &tm); err != nil {
 			return err
@@ -316,8 +321,11 @@ func DecodeCRDs(r io.Reader) ([]apiextensionsv1.CustomResourceDefinition, error)
 		want := apiextensionsv1.SchemeGroupVersion.String()
 		switch {
 		case isList(tm.Kind) && tm.Items != nil:
+			if depth >= maxListDepth {
+				return fmt.Errorf("Lists nested deeper than %d", maxListDepth)
+			}
 			for j, item := range tm.Items {
-				if err := decode(item); err != nil {
+				if err := decode(item, depth+1); err != nil {
 					return fmt.Errorf("item %d: %w", j, err)
 				}
 			}
@@ -334,7 +342,7 @@ func DecodeCRDs(r io.Reader) ([]apiextensionsv1.CustomResourceDefinition, error)
 		}
 	}
 	for i, doc := range docs {
-		if err := decode(doc); err != nil {
+		if err := decode(doc, 0); err != nil {
 			return nil, fmt.Errorf("document %d: %w", i+1, err)
 		}
 	}

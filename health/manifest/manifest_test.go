@@ -253,3 +253,38 @@ func TestDuplicateKeys(t *testing.T) {
 		t.Errorf("same key in two mappings: %v", err)
 	}
 }
+
+// TestListsNestedTooDeep: Lists nested in Lists deeper than DecodeObjects allows are an
+// error in every decoder (rule sets and CRDs too), not a recursion that holds a copy of
+// the rest of the document per level: a 150 KB file of 3,000 nested Lists took 350 MB.
+func TestListsNestedTooDeep(t *testing.T) {
+	t.Parallel()
+	nest := func(inner string, depth int) string {
+		for range depth {
+			inner = `{"apiVersion":"v1","kind":"List","items":[` + inner + `]}`
+		}
+		return inner
+	}
+	set := `{"apiVersion":"extensions.convoy.kumodo.io/v1alpha1","kind":"GlobalHealthRuleSet","metadata":{"name":"g"},"spec":{"rules":[]}}`
+	crd := `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{"name":"widgets.example.com"}}`
+	cm := `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"}}`
+	decoders := map[string]struct {
+		item   string
+		decode func(string) error
+	}{
+		"objects": {cm, func(s string) error { _, err := manifest.DecodeObjects(strings.NewReader(s)); return err }},
+		"rule sets": {set, func(s string) error {
+			_, _, err := manifest.DecodeRuleSets(strings.NewReader(s))
+			return err
+		}},
+		"CRDs": {crd, func(s string) error { _, err := manifest.DecodeCRDs(strings.NewReader(s)); return err }},
+	}
+	for name, d := range decoders {
+		if err := d.decode(nest(d.item, 3)); err != nil {
+			t.Errorf("%s: 3 nested Lists: %v", name, err)
+		}
+		if err := d.decode(nest(d.item, 20)); err == nil || !strings.Contains(err.Error(), "Lists nested deeper than 8") {
+			t.Errorf("%s: 20 nested Lists: %v, want an error", name, err)
+		}
+	}
+}
