@@ -86,6 +86,12 @@ type HealthController struct {
 	// owed holds, per Release key, what this process knows about the inventory's record
 	// of an owed sync request (owed.go).
 	owed map[string]owedState
+	// written holds, per Release key, the Healthy condition this process last applied
+	// (writeHealth), which a lagging cache may not show yet.
+	written map[string]writtenHealth
+	// entriesWritten holds, per Release key, a digest of the entries this process last
+	// applied (writeInventoryHealth).
+	entriesWritten map[string]uint64
 }
 
 // NewHealthController returns a loop with the real clock and default settings.
@@ -420,4 +426,6 @@ func (h *HealthController) forget(key string) {
 	delete(h.attempts, key)
 	delete(h.wakePending, key)
 	delete(h.owed, key)
+	delete(h.written, key)
+	delete(h.entriesWritten, key)
 }

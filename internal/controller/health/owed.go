@@ -28,7 +28,10 @@ import (
 // next one. A paid record stays until the next apply of its field manager drops it.
 // An observer killed between the state write and the request finds an unpaid record
 // and pays it (at least once); a steady Release, whose annotation has moved past the
-// record, sends nothing.
+// record, sends nothing. One window remains: a sync request that another client sends
+// between that read and the state write (milliseconds) reads as the payment although it
+// came before the state; it did wake the controller-manager, and a change of an entry's
+// state wakes it anyway (spec "Wake the controller").
 //
 // A record without that baseline (written by an older observer) reads as unpaid; once
 // paid, one JSON patch under the field manager convoy-sync-owed removes it, only if it

@@ -2,7 +2,9 @@ package health
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"strings"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
+	"github.com/kumodo/convoy-observer/internal/controller/base"
 	"github.com/kumodo/convoy-observer/internal/inventory"
 )
 
@@ -64,7 +67,12 @@ func (h *HealthController) writeInventoryHealth(ctx context.Context, a *assessme
 			unchanged = false
 		}
 	}
-	if unchanged {
+	// The cache may not show this process's last entries apply yet: skip only when that
+	// apply sent the same list. Else the apply goes out with the cache's resourceVersion,
+	// which fails as a conflict when the cache lags, and the retry reads a fresher one.
+	key := base.KeyOf(a.inv)
+	sum := entriesSum(list)
+	if last, ok := recall(h, &h.entriesWritten, key); unchanged && (!ok || last == sum) {
 		return rv, nil
 	}
 	u := &unstructured.Unstructured{Object: map[string]any{
@@ -77,7 +85,34 @@ func (h *HealthController) writeInventoryHealth(ctx context.Context, a *assessme
 		client.FieldOwner(inventory.FieldManagerInventory), client.ForceOwnership); err != nil {
 		return rv, fmt.Errorf("applying the health of %d inventory entries: %w", len(list), err)
 	}
+	remember(h, &h.entriesWritten, key, sum)
 	return u.GetResourceVersion(), nil
+}
+
+// entriesSum is a digest of the entries list of an apply.
+func entriesSum(list []any) uint64 {
+	b, _ := json.Marshal(list) // maps encode with sorted keys
+	d := fnv.New64a()
+	_, _ = d.Write(b)
+	return d.Sum64()
+}
+
+// recall returns the value that remember stored for key in m, under h.mu.
+func recall[V any](h *HealthController, m *map[string]V, key string) (V, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	v, ok := (*m)[key]
+	return v, ok
+}
+
+// remember stores v for key in *m (made on first use), under h.mu.
+func remember[V any](h *HealthController, m *map[string]V, key string, v V) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if *m == nil {
+		*m = map[string]V{}
+	}
+	(*m)[key] = v
 }
 
 // inventoryMeta is the metadata of an apply to inv, with two preconditions. The uid: an
@@ -181,10 +216,21 @@ func (a *assessment) healthStatus(rel *v1alpha1.Release) healthStatus {
 // status does.
 func (h *HealthController) writeHealth(ctx context.Context, rel *v1alpha1.Release, hs healthStatus) error {
 	recordSummary(rel.Namespace, rel.Name, hs.summary)
+	key := base.KeyOf(rel)
+	same := func(c *metav1.Condition, summary *v1alpha1.HealthSummary) bool {
+		return c != nil && c.Status == hs.status && c.Reason == hs.reason && c.Message == truncateCondition(hs.message) &&
+			c.ObservedGeneration == rel.Generation && equality.Semantic.DeepEqual(summary, hs.summary)
+	}
+	// The cache may not show this process's last write yet (a pass right after another
+	// one): skip only when neither the cache nor that write differs, and take the
+	// transition time from the newer of the two.
 	prev := meta.FindStatusCondition(rel.Status.Conditions, v1alpha1.ConditionHealthy)
-	if prev != nil && prev.Status == hs.status && prev.Reason == hs.reason && prev.Message == truncateCondition(hs.message) &&
-		prev.ObservedGeneration == rel.Generation && equality.Semantic.DeepEqual(rel.Status.HealthSummary, hs.summary) {
+	last, wrote := recall(h, &h.written, key)
+	if same(prev, rel.Status.HealthSummary) && (!wrote || same(&last.cond, last.summary)) {
 		return nil
+	}
+	if wrote {
+		prev = &last.cond
 	}
 	transition := metav1.NewTime(h.Clock.Now().UTC().Truncate(time.Second))
 	if prev != nil && prev.Status == hs.status {
@@ -216,8 +262,18 @@ func (h *HealthController) writeHealth(ctx context.Context, rel *v1alpha1.Releas
 		client.FieldOwner(inventory.FieldManagerHealth), client.ForceOwnership); err != nil {
 		return fmt.Errorf("applying the Healthy condition (%s/%s): %w", hs.status, hs.reason, err)
 	}
+	remember(h, &h.written, key, writtenHealth{cond: metav1.Condition{Type: v1alpha1.ConditionHealthy, Status: hs.status,
+		Reason: hs.reason, Message: truncateCondition(hs.message), ObservedGeneration: rel.Generation,
+		LastTransitionTime: transition}, summary: hs.summary.DeepCopy()})
 	h.logFrom(ctx).Info("health written", "status", hs.status, "reason", hs.reason, "message", hs.message)
 	return nil
+}
+
+// writtenHealth is the Healthy condition and healthSummary that this process last
+// applied to a Release.
+type writtenHealth struct {
+	cond    metav1.Condition
+	summary *v1alpha1.HealthSummary
 }
 
 // truncateCondition keeps a condition message on one line and under metav1.Condition's
