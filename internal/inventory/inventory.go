@@ -34,7 +34,8 @@ const (
 // a sync request: set by the write of the state that causes the request, so the debt
 // survives a crash of the observer before the request. Its value is "<time, RFC 3339
 // with nanoseconds> syncRequestedAt=<the Release's SyncRequestedAtAnnotation before the
-// write>": the debt is paid once the Release's annotation differs.
+// write, or "sha256:<hex>" of one longer than 64 bytes>": the debt is paid once the
+// Release's annotation differs.
 const AnnotationSyncOwed = "convoy.kumodo.io/sync-owed"
 
 // Key identifies an inventory entry: its four list-map keys.

@@ -2,6 +2,8 @@ package health
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -72,7 +74,25 @@ func (h *HealthController) newOwedValue(ctx context.Context, rel *v1alpha1.Relea
 	if err := reader.Get(ctx, client.ObjectKeyFromObject(rel), live); err != nil {
 		return "", fmt.Errorf("reading the sync annotation of the Release before recording an owed sync request: %w", err)
 	}
-	return h.Clock.Now().UTC().Format(time.RFC3339Nano) + owedBaseline + live.Annotations[v1alpha1.SyncRequestedAtAnnotation], nil
+	return h.Clock.Now().UTC().Format(time.RFC3339Nano) + owedBaseline + baselineOf(live), nil
+}
+
+// maxBaseline bounds the baseline of a record: /sync writes 30 bytes, but anyone who may
+// patch a Release can write up to 256 KiB there, and a record that copied it would not
+// fit in the inventory's annotations (every apply carrying it refused, the state never
+// written). A longer annotation is recorded as its SHA-256, which no value of at most
+// maxBaseline bytes equals.
+const maxBaseline = 64
+
+// baselineOf is the baseline of a record for rel: its sync annotation, or the SHA-256
+// of one longer than maxBaseline.
+func baselineOf(rel *v1alpha1.Release) string {
+	at := rel.Annotations[v1alpha1.SyncRequestedAtAnnotation]
+	if len(at) <= maxBaseline {
+		return at
+	}
+	sum := sha256.Sum256([]byte(at))
+	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 // paidSince reports whether rel shows a sync request served after the record value was
@@ -82,7 +102,7 @@ func paidSince(rel *v1alpha1.Release, value string) (paid, ok bool) {
 	if !ok {
 		return false, false
 	}
-	return rel.Annotations[v1alpha1.SyncRequestedAtAnnotation] != baseline, true
+	return baselineOf(rel) != baseline, true
 }
 
 // withOwed returns the metadata of an inventory apply (inventoryMeta) that carries the
