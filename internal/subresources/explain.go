@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -11,9 +12,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/lru"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
@@ -60,6 +63,11 @@ type Explainer struct {
 	// between two expressions, health.Evaluator.EvaluateContext); <= 0 is
 	// DefaultExplainTimeout.
 	Timeout time.Duration
+
+	// targets keeps the clients of kubeconfig Secrets (targetKey → dynamic.Interface),
+	// created on first use.
+	targetsOnce sync.Once
+	targets     *lru.Cache
 }
 
 // Explain sets DecidedBy of every entry of resp that is neither Healthy nor unassessed
@@ -176,9 +184,24 @@ func (x *Explainer) maxEntries() int {
 	return x.MaxEntries
 }
 
+// maxTargetClients is how many kubeconfig Secrets (by name, uid, resourceVersion and key) an
+// Explainer keeps a client for.
+const maxTargetClients = 64
+
+// targetKey identifies one version of a kubeconfig in a Secret.
+type targetKey struct {
+	namespace, name string
+	uid             types.UID
+	resourceVersion string
+	key             string
+}
+
 // targetClient reads the objects of rel's target cluster: LocalConfig for a Cluster
-// without kubeconfigSecretRef, else the kubeconfig in its Secret. client-go shares the
-// connections of equal configurations, so a new client per call reuses them.
+// without kubeconfigSecretRef, else the kubeconfig in its Secret. The client of a
+// kubeconfig is kept while its Secret does not change (at most maxTargetClients):
+// client-go shares the transport of equal configurations only when it can (not with a
+// proxy-url, a custom dialer or certificate callbacks), and a client per request left
+// its idle connections open behind it.
 func (x *Explainer) targetClient(ctx context.Context, rel *v1alpha1.Release) (dynamic.Interface, error) {
 	cluster := &v1alpha1.Cluster{}
 	if err := x.Reader.Get(ctx, client.ObjectKey{Namespace: rel.Namespace, Name: rel.Spec.ClusterRef.Name}, cluster); err != nil {
@@ -190,10 +213,21 @@ func (x *Explainer) targetClient(ctx context.Context, rel *v1alpha1.Release) (dy
 		if err := x.Reader.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: ref.Name}, s); err != nil {
 			return nil, fmt.Errorf("reading the kubeconfig Secret %s of Cluster %s: %w", ref.Name, cluster.Name, err)
 		}
-		var err error
-		if cfg, err = clientcmd.RESTConfigFromKubeConfig(s.Data[ref.GetKey()]); err != nil {
+		x.targetsOnce.Do(func() { x.targets = lru.New(maxTargetClients) })
+		key := targetKey{namespace: s.Namespace, name: s.Name, uid: s.UID, resourceVersion: s.ResourceVersion, key: ref.GetKey()}
+		if c, ok := x.targets.Get(key); ok {
+			return c.(dynamic.Interface), nil
+		}
+		cfg, err := clientcmd.RESTConfigFromKubeConfig(s.Data[ref.GetKey()])
+		if err != nil {
 			return nil, fmt.Errorf("the kubeconfig of Cluster %s (Secret %s, key %s): %w", cluster.Name, ref.Name, ref.GetKey(), err)
 		}
+		c, err := dynamic.NewForConfig(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("the kubeconfig of Cluster %s (Secret %s, key %s): %w", cluster.Name, ref.Name, ref.GetKey(), err)
+		}
+		x.targets.Add(key, c)
+		return c, nil
 	} else if cfg == nil {
 		return nil, fmt.Errorf("the Cluster %s has no kubeconfigSecretRef and this server reads no local cluster", cluster.Name)
 	}

@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -292,5 +295,61 @@ func TestHealthExplainUsesOnlySelectedRuleSets(t *testing.T) {
 	got, explainErr := explainedHealth(t, name, &subresources.Explainer{Reader: env.Client, LocalConfig: env.Config})
 	if got["a"] != "-" || explainErr != "" {
 		t.Errorf("decidedBy %s, decidedByError %q; want none: only the Release's own namespace's set is selected, and it passes", got["a"], explainErr)
+	}
+}
+
+// TestHealthExplainReusesTargetConnections: a kubeconfig whose cluster is reached
+// through a proxy (proxy-url) gets a transport that client-go does not share between
+// clients; a client built per request left one more idle connection to the target
+// (and its goroutines) behind after each /health for 90 s. Twenty requests must not
+// hold more connections than one request reads with.
+func TestHealthExplainReusesTargetConnections(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var open atomic.Int64
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		up, err := net.Dial("tcp", r.Host)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer up.Close()
+		w.WriteHeader(http.StatusOK)
+		c, _, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		open.Add(1)
+		defer open.Add(-1)
+		go func() { _, _ = io.Copy(up, c); up.Close() }()
+		_, _ = io.Copy(c, up)
+	}))
+	t.Cleanup(proxy.Close)
+	kc, err := env.AdminKubeconfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxied := strings.Replace(string(kc), "    server: ", "    proxy-url: "+proxy.URL+"\n    server: ", 1)
+	if err := env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "explain-proxied", Namespace: "default"},
+		Data: map[string][]byte{"value": []byte(proxied)}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Create(ctx, &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "explain-proxied", Namespace: "default"},
+		Spec: v1alpha1.ClusterSpec{KubeconfigSecretRef: &v1alpha1.SecretKeyReference{Name: "explain-proxied"}}}); err != nil {
+		t.Fatal(err)
+	}
+	explainedRelease(t, "explain-proxied", "explain-proxied", []extv1alpha1.RuleSpec{
+		{APIVersion: "v1", Resources: []string{"configmaps"}, RuleExpression: "false"},
+	}, map[string]map[string]string{"a": {}, "b": {}}, map[string]string{"a": "Progressing", "b": "Progressing"})
+	x := &subresources.Explainer{Reader: env.Client}
+	for range 20 {
+		got, explainErr := explainedHealth(t, "explain-proxied", x)
+		if got["a"] == "-" || explainErr != "" {
+			t.Fatalf("through the proxy: decidedBy %v, decidedByError %q", got, explainErr)
+		}
+	}
+	if n := open.Load(); n > 4 {
+		t.Errorf("%d connections to the target stay open after 20 requests, want at most 4 (one request's reads)", n)
 	}
 }
