@@ -218,7 +218,11 @@ func (x *Explainer) targetClient(ctx context.Context, rel *v1alpha1.Release) (dy
 		if c, ok := x.targets.Get(key); ok {
 			return c.(dynamic.Interface), nil
 		}
-		cfg, err := clientcmd.RESTConfigFromKubeConfig(s.Data[ref.GetKey()])
+		data := s.Data[ref.GetKey()]
+		if len(data) == 0 { // clientcmd would blame KUBERNETES_MASTER
+			return nil, fmt.Errorf("the kubeconfig Secret %s of Cluster %s has no key %q", ref.Name, cluster.Name, ref.GetKey())
+		}
+		cfg, err := clientcmd.RESTConfigFromKubeConfig(data)
 		if err != nil {
 			return nil, fmt.Errorf("the kubeconfig of Cluster %s (Secret %s, key %s): %w", cluster.Name, ref.Name, ref.GetKey(), err)
 		}

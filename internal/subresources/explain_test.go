@@ -161,6 +161,15 @@ func TestHealthExplainErrors(t *testing.T) {
 	states := map[string]string{"a": "Progressing", "b": "Progressing", "c": "Progressing"}
 	explainedRelease(t, "explain-errors", "explain-local", failing, objects, states)
 	explainedRelease(t, "explain-nocluster", "no-such-cluster", failing, nil, map[string]string{"a": "Progressing"})
+	if err := env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "explain-nokey", Namespace: "default"},
+		Data: map[string][]byte{"kubeconfig": []byte("not the key asked for")}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Create(ctx, &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "explain-nokey", Namespace: "default"},
+		Spec: v1alpha1.ClusterSpec{KubeconfigSecretRef: &v1alpha1.SecretKeyReference{Name: "explain-nokey"}}}); err != nil {
+		t.Fatal(err)
+	}
+	explainedRelease(t, "explain-nokey", "explain-nokey", failing, nil, map[string]string{"a": "Progressing"})
 	explainedRelease(t, "explain-invalid", "explain-local", []extv1alpha1.RuleSpec{
 		{APIVersion: "v1", Resources: []string{"configmaps"}, RuleExpression: "object.data +"},
 	}, nil, map[string]string{"a": "Unknown"})
@@ -176,6 +185,7 @@ func TestHealthExplainErrors(t *testing.T) {
 			"only the first 2 of the 3 entries that are not Healthy are explained"},
 		{"no local cluster", "explain-errors", &subresources.Explainer{Reader: env.Client}, 0, "the Cluster explain-local has no kubeconfigSecretRef"},
 		{"no Cluster", "explain-nocluster", local, 0, "reading Cluster default/no-such-cluster"},
+		{"no such key in the kubeconfig Secret", "explain-nokey", local, 0, `the kubeconfig Secret explain-nokey of Cluster explain-nokey has no key "value"`},
 		{"rules that do not compile", "explain-invalid", local, 0, "the selected rules do not compile: HealthRuleSet/default/explain-invalid rule 0"},
 	}
 	for _, tc := range cases {
