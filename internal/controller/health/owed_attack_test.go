@@ -31,3 +31,38 @@ func TestOwedRecordOfAHugeSyncAnnotation(t *testing.T) {
 		t.Errorf("the record holds %d bytes, want a bounded baseline", len(rec))
 	}
 }
+
+// TestForgedOwedRecords: records of an owed sync request written by someone else —
+// empty, without a baseline, huge, or with the Release's current annotation as their
+// baseline — cost at most one sync request each, never an endless series of requests,
+// and never a failed pass.
+func TestForgedOwedRecords(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		value func(f *fixture) string
+		syncs int32 // after the first, paid edge
+	}{
+		{"empty", func(*fixture) string { return "" }, 0},
+		{"no baseline", func(*fixture) string { return "garbage" }, 1},
+		{"huge, no baseline", func(*fixture) string { return strings.Repeat("g", 200<<10) }, 1},
+		{"paid baseline", func(*fixture) string { return "then" + owedBaseline + "an older request" }, 0},
+		{"current baseline", func(f *fixture) string {
+			return "now" + owedBaseline + f.getRelease().Annotations[v1alpha1.SyncRequestedAtAnnotation]
+		}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			f.edge("entries")
+			f.pass()
+			f.setOwedRecord(tc.value(f))
+			for range 3 {
+				f.pass()
+			}
+			if n := f.api.syncs.Load() - 1; n != tc.syncs {
+				t.Errorf("sync requests after the forged record = %d, want %d", n, tc.syncs)
+			}
+		})
+	}
+}
