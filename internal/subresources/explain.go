@@ -140,11 +140,14 @@ func (x *Explainer) Explain(ctx context.Context, rel *v1alpha1.Release, inv *v1a
 	for j, i := range todo {
 		e := &resp.Entries[i]
 		ie := resources[inventory.Key{Group: e.Group, Kind: e.Kind, Namespace: e.Namespace, Name: e.Name}]
-		if ie == nil || ie.Version == "" || ie.Resource == "" {
-			continue // the loop cannot read it either: its message says so
+		if ie == nil {
+			continue
+		}
+		gvr := schema.GroupVersionResource{Group: ie.Group, Version: ie.Version, Resource: ie.Resource}
+		if inventory.CheckReference(gvr, ie.Namespace, ie.Name) != nil {
+			continue // the loop does not read it either: its message says why
 		}
 		g.Go(func() error {
-			gvr := schema.GroupVersionResource{Group: ie.Group, Version: ie.Version, Resource: ie.Resource}
 			obj, err := target.Resource(gvr).Namespace(ie.Namespace).Get(ctx, ie.Name, metav1.GetOptions{})
 			if apierrors.IsNotFound(err) {
 				return nil

@@ -187,11 +187,11 @@ func (h *HealthController) assessItemsWith(ctx context.Context, ev *health.Evalu
 func (h *HealthController) assessItem(ctx context.Context, ev *health.Evaluator, reader base.ObjectReader, e *v1alpha1.InventoryEntry, p prior, deadline *time.Duration, now time.Time) (itemResult, error) {
 	r := itemResult{entry: *e, key: inventory.KeyOf(e), prior: p}
 	var res health.Result
-	switch {
-	case e.Version == "" || e.Resource == "":
-		res = health.Result{Outcome: health.Error, Message: "cannot read object: the inventory entry has no version or resource", RuleIndex: -1}
+	gvr := schema.GroupVersionResource{Group: e.Group, Version: e.Version, Resource: e.Resource}
+	switch refErr := inventory.CheckReference(gvr, e.Namespace, e.Name); {
+	case refErr != nil:
+		res = health.Result{Outcome: health.Error, Message: health.TruncateMessage("cannot read object: " + refErr.Error()), RuleIndex: -1}
 	default:
-		gvr := schema.GroupVersionResource{Group: e.Group, Version: e.Version, Resource: e.Resource}
 		obj, err := reader.Get(ctx, gvr, e.Namespace, e.Name)
 		switch {
 		case err == nil:

@@ -171,6 +171,9 @@ func pollHookWorkload(ctx context.Context, reader base.ObjectReader, hk *v1alpha
 	default:
 		return hookPoll{state: v1alpha1.HookFailed, message: fmt.Sprintf("unsupported workloadKind %q (want Job or Pod)", hk.WorkloadKind)}, nil
 	}
+	if err := inventory.CheckReference(gvr, hk.Namespace, hk.WorkloadName); err != nil {
+		return hookPoll{state: v1alpha1.HookFailed, message: health.TruncateMessage(err.Error())}, nil
+	}
 	obj, err := reader.Get(ctx, gvr, hk.Namespace, hk.WorkloadName)
 	notFound := apierrors.IsNotFound(err)
 	if err != nil && !notFound {

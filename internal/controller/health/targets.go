@@ -81,13 +81,11 @@ func (h *HealthController) trackTargets(key string, rel *v1alpha1.Release, clust
 			entries, _ := pi.own.RecordedEntries(pi.inv, inventory.FieldManagerInventory)
 			for i := range entries {
 				e := &entries[i]
-				if e.Version == "" || e.Resource == "" {
-					continue
+				gvr := schema.GroupVersionResource{Group: e.Group, Version: e.Version, Resource: e.Resource}
+				if inventory.CheckReference(gvr, e.Namespace, e.Name) != nil {
+					continue // never read: the pass judges it Unknown and says why
 				}
-				refs = append(refs, base.TargetRef{
-					GVR:  schema.GroupVersionResource{Group: e.Group, Version: e.Version, Resource: e.Resource},
-					Kind: e.Kind, Namespace: e.Namespace, Name: e.Name,
-				})
+				refs = append(refs, base.TargetRef{GVR: gvr, Kind: e.Kind, Namespace: e.Namespace, Name: e.Name})
 			}
 		}
 		hooks, _ := pi.own.RecordedHooks(pi.inv, inventory.FieldManagerHookStatus)
