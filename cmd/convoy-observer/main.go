@@ -55,6 +55,8 @@ func main() {
 	fs.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader retries renewing before it gives up leading (less than the lease duration)")
 	fs.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", 2*time.Second, "the interval of the replicas' attempts to acquire or renew the Lease")
 	fs.DurationVar(&o.TargetTimeout, "target-timeout", 10*time.Second, "timeout of each request to a target cluster")
+	fs.BoolVar(&o.Kubeconfig.AllowExec, "insecure-kubeconfig-exec", false, "let the kubeconfig Secret of a Cluster run a command in this pod for credentials (exec, auth-provider)")
+	fs.BoolVar(&o.Kubeconfig.AllowFiles, "insecure-kubeconfig-files", false, "let the kubeconfig Secret of a Cluster read credentials from this pod's files (tokenFile, client-certificate, client-key), such as its service-account token")
 	fs.DurationVar(&o.RequestTimeout, "request-timeout", 30*time.Second, "timeout of each write and live read of the health loop on the management cluster (watches are not bounded)")
 	fs.IntVar(&o.ReadConcurrency, "target-read-concurrency", healthctrl.DefaultReadConcurrency, "concurrent object reads per Release pass")
 	fs.Var(&namespaces, "namespace", "watch only this namespace (repeatable); none means all namespaces")

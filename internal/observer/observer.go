@@ -28,6 +28,7 @@ import (
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
 	"github.com/kumodo/convoy-observer/internal/controller/base"
 	healthctrl "github.com/kumodo/convoy-observer/internal/controller/health"
+	"github.com/kumodo/convoy-observer/internal/kubeconfig"
 	"github.com/kumodo/convoy-observer/internal/scheme"
 	"github.com/kumodo/convoy-observer/internal/subresources"
 )
@@ -80,6 +81,9 @@ type Options struct {
 	// cluster (default 30s), so a hung connection fails the pass (a retry) instead of
 	// holding its worker forever. Watches are not bounded by it.
 	RequestTimeout time.Duration
+	// Kubeconfig says which credentials the kubeconfig Secret of a Cluster may use
+	// (internal/kubeconfig: exec plugins and local files are refused by default).
+	Kubeconfig kubeconfig.Options
 	// ReadConcurrency bounds the concurrent object reads of one pass.
 	ReadConcurrency int
 	// Namespaces restricts the cache to these namespaces; none means all.
@@ -202,7 +206,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, err
 	clusters := base.NewClusterCache(base.ClusterCacheOptions{
 		Local: cfg, SecretReader: live, Secrets: secrets,
 		QPS: o.TargetQPS, Burst: o.TargetBurst, Timeout: o.TargetTimeout,
-		Watch: !o.DirectReads, NamespaceThreshold: o.TargetNamespaceThreshold,
+		Kubeconfig: o.Kubeconfig, Watch: !o.DirectReads, NamespaceThreshold: o.TargetNamespaceThreshold,
 		Log: ctrl.Log.WithName("targets"),
 	})
 	var waker healthctrl.Waker

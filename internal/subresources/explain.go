@@ -15,13 +15,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/lru"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
 	"github.com/kumodo/convoy-observer/health"
 	"github.com/kumodo/convoy-observer/internal/inventory"
+	"github.com/kumodo/convoy-observer/internal/kubeconfig"
 	"github.com/kumodo/convoy-observer/internal/rulesets"
 )
 
@@ -63,6 +63,9 @@ type Explainer struct {
 	// between two expressions, health.Evaluator.EvaluateContext); <= 0 is
 	// DefaultExplainTimeout.
 	Timeout time.Duration
+	// Kubeconfig says which credentials a kubeconfig Secret may use, as in the loop
+	// (exec plugins and local files are refused by default).
+	Kubeconfig kubeconfig.Options
 
 	// targets keeps the clients of kubeconfig Secrets (targetKey → dynamic.Interface),
 	// created on first use.
@@ -225,7 +228,7 @@ func (x *Explainer) targetClient(ctx context.Context, rel *v1alpha1.Release) (dy
 		if len(data) == 0 { // clientcmd would blame KUBERNETES_MASTER
 			return nil, fmt.Errorf("the kubeconfig Secret %s of Cluster %s has no key %q", ref.Name, cluster.Name, ref.GetKey())
 		}
-		cfg, err := clientcmd.RESTConfigFromKubeConfig(data)
+		cfg, err := kubeconfig.RESTConfig(data, x.Kubeconfig)
 		if err != nil {
 			return nil, fmt.Errorf("the kubeconfig of Cluster %s (Secret %s, key %s): %w", cluster.Name, ref.Name, ref.GetKey(), err)
 		}

@@ -20,11 +20,11 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
+	"github.com/kumodo/convoy-observer/internal/kubeconfig"
 )
 
 // ErrClusterNotConnected is returned (wrapped) when a target cluster cannot be reached or
@@ -77,6 +77,10 @@ type ClusterCacheOptions struct {
 	HoldDown time.Duration
 	// Clock is the time source of the hold-down; nil means the real clock.
 	Clock clock.PassiveClock
+
+	// Kubeconfig says which credentials a kubeconfig Secret may use (exec plugins and
+	// local files are refused by default).
+	Kubeconfig kubeconfig.Options
 
 	// Watch makes readers answer from informers that Track starts per resource type
 	// (and namespace); without it every read is a GET.
@@ -345,16 +349,16 @@ func (c *ClusterCache) Scopes(cluster string) []string {
 	return cc.watches.scopes()
 }
 
-func (c *ClusterCache) restConfig(cluster *v1alpha1.Cluster, kubeconfig []byte) (*rest.Config, error) {
+func (c *ClusterCache) restConfig(cluster *v1alpha1.Cluster, data []byte) (*rest.Config, error) {
 	var cfg *rest.Config
-	if kubeconfig == nil {
+	if data == nil {
 		if c.opts.Local == nil {
 			return nil, fmt.Errorf("%w: Cluster %s has no kubeconfigSecretRef and no local config is set", ErrClusterNotConnected, cluster.Name)
 		}
 		cfg = rest.CopyConfig(c.opts.Local)
 	} else {
 		var err error
-		cfg, err = clientcmd.RESTConfigFromKubeConfig(kubeconfig)
+		cfg, err = kubeconfig.RESTConfig(data, c.opts.Kubeconfig)
 		if err != nil {
 			return nil, fmt.Errorf("%w: parsing the kubeconfig of Cluster %s: %w", ErrClusterNotConnected, cluster.Name, err)
 		}

@@ -18,6 +18,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
+	"github.com/kumodo/convoy-observer/internal/kubeconfig"
 )
 
 // silentServer accepts TCP connections and never answers: a blackholed API server.
@@ -134,5 +135,28 @@ func TestSlowObjectIsNotADeadCluster(t *testing.T) {
 	}
 	if _, err := reader.Get(context.Background(), gvr, "default", "fine"); err != nil {
 		t.Fatalf("the next object after a slow one: %v", err)
+	}
+}
+
+// TestKubeconfigExecIsRefused: a Cluster's kubeconfig Secret that would run a command in
+// the observer's pod is a cluster the observer cannot connect to, and says which flag
+// would allow it; with the flag the same kubeconfig is used.
+func TestKubeconfigExecIsRefused(t *testing.T) {
+	t.Parallel()
+	kc := []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {exec: {apiVersion: client.authentication.k8s.io/v1, command: /bin/sh, interactiveMode: Never}}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`)
+	cluster := &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"}}
+	_, err := NewClusterCache(ClusterCacheOptions{}).restConfig(cluster, kc)
+	if !errors.Is(err, ErrClusterNotConnected) || !strings.Contains(err.Error(), "--insecure-kubeconfig-exec") {
+		t.Fatalf("err = %v, want not connected, naming --insecure-kubeconfig-exec", err)
+	}
+	allowed := NewClusterCache(ClusterCacheOptions{Kubeconfig: kubeconfig.Options{AllowExec: true}})
+	if cfg, err := allowed.restConfig(cluster, kc); err != nil || cfg.ExecProvider == nil {
+		t.Fatalf("with AllowExec: %v", err)
 	}
 }

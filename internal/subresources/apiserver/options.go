@@ -9,6 +9,8 @@ import (
 	genericoptions "k8s.io/apiserver/pkg/server/options"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kumodo/convoy-observer/internal/kubeconfig"
 )
 
 // DefaultSecurePort is the HTTPS port of convoy-api (--secure-port).
@@ -32,6 +34,10 @@ type Options struct {
 	// Kubeconfig is the cluster of the Releases; "" means the in-cluster config. It is
 	// also the default of --authentication-kubeconfig and --authorization-kubeconfig.
 	Kubeconfig string
+	// TargetKubeconfig says which credentials the kubeconfig Secret of a Cluster may use
+	// when /health reads its target (internal/kubeconfig; the same flags as the
+	// observer's).
+	TargetKubeconfig kubeconfig.Options
 	// QPS and Burst limit the client that reads (at start and on cache misses) and
 	// patches Releases: /sync is one PATCH each.
 	QPS   float32
@@ -60,6 +66,8 @@ func NewOptions() *Options {
 // AddFlags adds the flags of all options to fs.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig file of the cluster that holds the Releases (default: the in-cluster config); also the default of --authentication-kubeconfig and --authorization-kubeconfig")
+	fs.BoolVar(&o.TargetKubeconfig.AllowExec, "insecure-kubeconfig-exec", false, "let the kubeconfig Secret of a Cluster run a command for credentials (exec, auth-provider) when /health reads its target")
+	fs.BoolVar(&o.TargetKubeconfig.AllowFiles, "insecure-kubeconfig-files", false, "let the kubeconfig Secret of a Cluster read credentials from this process's files (tokenFile, client-certificate, client-key)")
 	fs.Float32Var(&o.QPS, "kube-api-qps", o.QPS, "queries per second of the client that patches Releases (each /sync is one PATCH); /health reads from an informer cache")
 	fs.IntVar(&o.Burst, "kube-api-burst", o.Burst, "burst of that client")
 	o.SecureServing.AddFlags(fs)

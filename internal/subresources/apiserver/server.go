@@ -87,7 +87,7 @@ func New(o *Options) (*Server, error) {
 	// sets, the Cluster and its kubeconfig Secret read directly (no informers, so a
 	// missing grant is a decidedByError, never an unready server), the local cluster
 	// with convoy-api's own credentials.
-	h.Explainer = &subresources.Explainer{Reader: direct, LocalConfig: cfg, Evaluators: health.NewEvaluatorCache(0)}
+	h.Explainer = &subresources.Explainer{Reader: direct, LocalConfig: cfg, Evaluators: health.NewEvaluatorCache(0), Kubeconfig: o.TargetKubeconfig}
 
 	generic, err := gc.Complete(nil).New("convoy-api", genericapiserver.NewEmptyDelegate())
 	if err != nil {
