@@ -7,7 +7,10 @@
 // would run that command in the observer's pod, and one whose user reads a file
 // (tokenFile, client-certificate, client-key) would send the pod's own credentials, such
 // as its service-account token, to that server. Both are refused unless the operator
-// allows them (Options), as Flux's kustomize-controller refuses exec by default.
+// allows them (Options), as Flux's kustomize-controller refuses exec by default. A
+// refused kubeconfig is a target cluster that cannot be reached (spec/health-loop.txt,
+// "One pass" step 4: an unreachable cluster stops the assessment), and the error says
+// which flag would allow it.
 package kubeconfig
 
 import (
