@@ -8,18 +8,14 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/lru"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
 	"github.com/kumodo/convoy-observer/health"
+	"github.com/kumodo/convoy-observer/internal/controller/base"
 	"github.com/kumodo/convoy-observer/internal/inventory"
 	"github.com/kumodo/convoy-observer/internal/kubeconfig"
 	"github.com/kumodo/convoy-observer/internal/rulesets"
@@ -67,10 +63,9 @@ type Explainer struct {
 	// (exec plugins and local files are refused by default).
 	Kubeconfig kubeconfig.Options
 
-	// targets keeps the clients of kubeconfig Secrets (targetKey → dynamic.Interface),
-	// created on first use.
-	targetsOnce sync.Once
-	targets     *lru.Cache
+	// clusters reads target clusters (targets), created on first use.
+	clustersOnce sync.Once
+	clusters     *base.ClusterCache
 }
 
 // Explain sets DecidedBy of every entry of resp that is neither Healthy nor unassessed
@@ -120,7 +115,7 @@ func (x *Explainer) Explain(ctx context.Context, rel *v1alpha1.Release, inv *v1a
 	if err != nil {
 		return fmt.Errorf("the selected rules do not compile: %w", err)
 	}
-	target, err := x.targetClient(ctx, rel)
+	target, err := x.targetReader(ctx, rel)
 	if err != nil {
 		return err
 	}
@@ -151,7 +146,7 @@ func (x *Explainer) Explain(ctx context.Context, rel *v1alpha1.Release, inv *v1a
 			continue // the loop does not read it either: its message says why
 		}
 		g.Go(func() error {
-			obj, err := target.Resource(gvr).Namespace(ie.Namespace).Get(ctx, ie.Name, metav1.GetOptions{})
+			obj, err := target.Get(ctx, gvr, ie.Namespace, ie.Name)
 			if apierrors.IsNotFound(err) {
 				return nil
 			}
@@ -190,58 +185,28 @@ func (x *Explainer) maxEntries() int {
 	return x.MaxEntries
 }
 
-// maxTargetClients is how many kubeconfig Secrets (by name, uid, resourceVersion and key) an
-// Explainer keeps a client for.
-const maxTargetClients = 64
-
-// targetKey identifies one version of a kubeconfig in a Secret.
-type targetKey struct {
-	namespace, name string
-	uid             types.UID
-	resourceVersion string
-	key             string
+// targets returns the readers of target clusters: the loop's base.ClusterCache without
+// watches (a GET per read, each bounded by its timeout, a dead cluster held down, the
+// client of a kubeconfig Secret kept while the Secret does not change, and the same
+// kubeconfig policy as the loop), made on first use.
+func (x *Explainer) targets() *base.ClusterCache {
+	x.clustersOnce.Do(func() {
+		x.clusters = base.NewClusterCache(base.ClusterCacheOptions{Local: x.LocalConfig, SecretReader: x.Reader, Kubeconfig: x.Kubeconfig})
+	})
+	return x.clusters
 }
 
-// targetClient reads the objects of rel's target cluster: LocalConfig for a Cluster
-// without kubeconfigSecretRef, else the kubeconfig in its Secret. The client of a
-// kubeconfig is kept while its Secret does not change (at most maxTargetClients):
-// client-go shares the transport of equal configurations only when it can (not with a
-// proxy-url, a custom dialer or certificate callbacks), and a client per request left
-// its idle connections open behind it.
-func (x *Explainer) targetClient(ctx context.Context, rel *v1alpha1.Release) (dynamic.Interface, error) {
+// targetReader reads the objects of rel's target cluster: LocalConfig for a Cluster
+// without kubeconfigSecretRef, else the kubeconfig in its Secret.
+func (x *Explainer) targetReader(ctx context.Context, rel *v1alpha1.Release) (base.ObjectReader, error) {
 	cluster := &v1alpha1.Cluster{}
 	if err := x.Reader.Get(ctx, client.ObjectKey{Namespace: rel.Namespace, Name: rel.Spec.ClusterRef.Name}, cluster); err != nil {
 		return nil, fmt.Errorf("reading Cluster %s/%s: %w", rel.Namespace, rel.Spec.ClusterRef.Name, err)
 	}
-	cfg := x.LocalConfig
-	if ref := cluster.Spec.KubeconfigSecretRef; ref != nil {
-		s := &corev1.Secret{}
-		if err := x.Reader.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: ref.Name}, s); err != nil {
-			return nil, fmt.Errorf("reading the kubeconfig Secret %s of Cluster %s: %w", ref.Name, cluster.Name, err)
-		}
-		x.targetsOnce.Do(func() { x.targets = lru.New(maxTargetClients) })
-		key := targetKey{namespace: s.Namespace, name: s.Name, uid: s.UID, resourceVersion: s.ResourceVersion, key: ref.GetKey()}
-		if c, ok := x.targets.Get(key); ok {
-			return c.(dynamic.Interface), nil
-		}
-		data := s.Data[ref.GetKey()]
-		if len(data) == 0 { // clientcmd would blame KUBERNETES_MASTER
-			return nil, fmt.Errorf("the kubeconfig Secret %s of Cluster %s has no key %q", ref.Name, cluster.Name, ref.GetKey())
-		}
-		cfg, err := kubeconfig.RESTConfig(data, x.Kubeconfig)
-		if err != nil {
-			return nil, fmt.Errorf("the kubeconfig of Cluster %s (Secret %s, key %s): %w", cluster.Name, ref.Name, ref.GetKey(), err)
-		}
-		c, err := dynamic.NewForConfig(cfg)
-		if err != nil {
-			return nil, fmt.Errorf("the kubeconfig of Cluster %s (Secret %s, key %s): %w", cluster.Name, ref.Name, ref.GetKey(), err)
-		}
-		x.targets.Add(key, c)
-		return c, nil
-	} else if cfg == nil {
+	if cluster.Spec.KubeconfigSecretRef == nil && x.LocalConfig == nil {
 		return nil, fmt.Errorf("the Cluster %s has no kubeconfigSecretRef and this server reads no local cluster", cluster.Name)
 	}
-	return dynamic.NewForConfig(cfg)
+	return x.targets().ForCluster(ctx, cluster)
 }
 
 // countErrors returns how many of errs are not nil, and the first that is not.

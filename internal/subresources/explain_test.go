@@ -185,7 +185,7 @@ func TestHealthExplainErrors(t *testing.T) {
 			"only the first 2 of the 3 entries that are not Healthy are explained"},
 		{"no local cluster", "explain-errors", &subresources.Explainer{Reader: env.Client}, 0, "the Cluster explain-local has no kubeconfigSecretRef"},
 		{"no Cluster", "explain-nocluster", local, 0, "reading Cluster default/no-such-cluster"},
-		{"no such key in the kubeconfig Secret", "explain-nokey", local, 0, `the kubeconfig Secret explain-nokey of Cluster explain-nokey has no key "value"`},
+		{"no such key in the kubeconfig Secret", "explain-nokey", local, 0, `Secret default/explain-nokey of Cluster explain-nokey has no key "value"`},
 		{"rules that do not compile", "explain-invalid", local, 0, "the selected rules do not compile: HealthRuleSet/default/explain-invalid rule 0"},
 	}
 	for _, tc := range cases {
