@@ -83,6 +83,7 @@ var resources = map[string]string{
 	"HTTPRoute": "httproutes", "Ingress": "ingresses", "Issuer": "issuers", "Kustomization": "kustomizations",
 	"Namespace": "namespaces", "PodDisruptionBudget": "poddisruptionbudgets", "Rollout": "rollouts",
 	"ScaledObject": "scaledobjects", "Service": "services",
+	"Policy": "policies", "ConfigurationPolicy": "configurationpolicies", "CertificatePolicy": "certificatepolicies", "OperatorPolicy": "operatorpolicies",
 }
 
 func readObject(t *testing.T, path string) *unstructured.Unstructured {
