@@ -84,6 +84,11 @@ var resources = map[string]string{
 	"Namespace": "namespaces", "PodDisruptionBudget": "poddisruptionbudgets", "Rollout": "rollouts",
 	"ScaledObject": "scaledobjects", "Service": "services",
 	"Policy": "policies", "ConfigurationPolicy": "configurationpolicies", "CertificatePolicy": "certificatepolicies", "OperatorPolicy": "operatorpolicies",
+	// GitOps Promoter
+	"ArgoCDCommitStatus": "argocdcommitstatuses", "ChangeTransferPolicy": "changetransferpolicies",
+	"ClusterScmProvider": "clusterscmproviders", "CommitStatus": "commitstatuses", "GitCommitStatus": "gitcommitstatuses",
+	"PromotionStrategy": "promotionstrategies", "PullRequest": "pullrequests", "ScmProvider": "scmproviders",
+	"TimedCommitStatus": "timedcommitstatuses", "WebRequestCommitStatus": "webrequestcommitstatuses",
 }
 
 func readObject(t *testing.T, path string) *unstructured.Unstructured {

@@ -102,6 +102,7 @@ var thirdPartyGroups = []string{
 	"argoproj.io", "cert-manager.io", "gateway.networking.k8s.io", "keda.sh", "helm.toolkit.fluxcd.io",
 	"image.toolkit.fluxcd.io", "kustomize.toolkit.fluxcd.io", "notification.toolkit.fluxcd.io", "source.toolkit.fluxcd.io",
 	"policy.open-cluster-management.io",
+	"promoter.argoproj.io",
 }
 
 // TestLibraryAndDefaultsLintClean: the shipped rule sets have no finding. Offline, the
