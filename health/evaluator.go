@@ -5,8 +5,8 @@ import (
 	"context"
 	"fmt"
 	"slices"
-
 	"sync"
+	"sync/atomic"
 
 	"github.com/google/cel-go/cel"
 	celast "github.com/google/cel-go/common/ast"
@@ -71,6 +71,10 @@ type Result struct {
 	// on results that no rule decided (an object that could not be read). It is shared
 	// between results and must not be modified.
 	DecidedBy *Decider
+	// RulesApplied is the number of selected rules whose apiVersion and resources match
+	// the object, whether or not evaluation reached them: 0 on a Pass means that no rule
+	// judged the object (it is Healthy only because nothing applies to it).
+	RulesApplied int
 }
 
 // Cause says how a rule decided an entry's state: RuleFailed, DeadlinePassed or
@@ -108,8 +112,8 @@ type Decider struct {
 	Cause Cause `json:"cause"`
 }
 
-// passed is the Result of an object that passes.
-var passed = Result{Outcome: Pass, RuleIndex: -1}
+// passedResult is the Result of an object that passes n applicable rules.
+func passedResult(n int) Result { return Result{Outcome: Pass, RuleIndex: -1, RulesApplied: n} }
 
 // matchKey indexes rules by what they match (spec "Match"): API version and resource.
 type matchKey struct {
@@ -119,6 +123,7 @@ type matchKey struct {
 
 // compiledRule is one rule, ready to run.
 type compiledRule struct {
+	seq        int         // position in the evaluator's order (CONTRACT §2 "Rule order")
 	ruleSet    string      // Result.RuleSet
 	index      int         // Result.RuleIndex
 	rule       cel.Program // ruleExpression
@@ -128,11 +133,39 @@ type compiledRule struct {
 	errored    *Decider    // DecidedBy of an Error
 }
 
+// wildcardRule is a rule whose apiVersion is a pattern or whose resources hold "*".
+type wildcardRule struct {
+	rule        *compiledRule
+	apiVersion  APIVersionPattern
+	anyResource bool
+	resources   map[string]bool
+}
+
+// matches reports whether the rule applies to key.
+func (w *wildcardRule) matches(key matchKey) bool {
+	return w.apiVersion.Matches(key.apiVersion) && (w.anyResource || w.resources[key.resource])
+}
+
+// maxResolved bounds the (apiVersion, resource) pairs whose matching rules an Evaluator
+// remembers: far more than a cluster serves. Beyond it, a pair is matched again on every
+// evaluation (a scan of the wildcard rules only), and nothing more is remembered.
+const maxResolved = 4096
+
 // Evaluator holds the compiled rules of the selected rule sets, indexed by API version
-// and resource. It is immutable and safe for concurrent use; build a new one when the
-// rule sets change (or let an EvaluatorCache do it).
+// and resource. It is safe for concurrent use and its rules never change; build a new
+// one when the rule sets change (or let an EvaluatorCache do it).
+//
+// Rules with an exact apiVersion and resource are found by one map lookup. When some
+// rules are wildcards, the rules that apply to an (apiVersion, resource) pair are
+// resolved the first time the pair is evaluated and remembered (at most maxResolved
+// pairs), so a steady pass costs the same lookup and nothing per wildcard rule.
 type Evaluator struct {
-	rules map[matchKey][]*compiledRule
+	exact    map[matchKey][]*compiledRule
+	wildcard []*wildcardRule // in the evaluator's order
+	count    int             // rules compiled so far, the next seq
+
+	resolved  sync.Map // matchKey → []*compiledRule, only when wildcard is not empty
+	nResolved atomic.Int64
 }
 
 // NewEvaluator compiles every rule of the given sets once, in the order of CONTRACT §2
@@ -149,7 +182,7 @@ func NewEvaluator(global []extv1alpha1.GlobalHealthRuleSet, local []extv1alpha1.
 	if err != nil {
 		return nil, err
 	}
-	e := &Evaluator{rules: map[matchKey][]*compiledRule{}}
+	e := &Evaluator{exact: map[matchKey][]*compiledRule{}}
 
 	globalOrder := sortedIndexes(len(global), func(a, b int) int {
 		return cmp.Compare(global[a].Name, global[b].Name)
@@ -197,13 +230,24 @@ func (e *Evaluator) addSet(env *celEnv, kind, namespace, name string, rules []ex
 		if err != nil {
 			return fail(FieldRuleExpression, spec.RuleExpression, err)
 		}
-		cr := &compiledRule{ruleSet: id, index: i, rule: rule, generalMsg: generalMessage(kind, name, i),
+		cr := &compiledRule{seq: e.count, ruleSet: id, index: i, rule: rule, generalMsg: generalMessage(kind, name, i),
 			failed:  &Decider{Kind: kind, Namespace: namespace, Name: name, Rule: i, Cause: CauseRuleFailed},
 			errored: &Decider{Kind: kind, Namespace: namespace, Name: name, Rule: i, Cause: CauseEvaluationError}}
 		if spec.MessageExpression != "" {
 			if cr.message, err = compile(env, spec.MessageExpression); err != nil {
 				return fail(FieldMessageExpression, spec.MessageExpression, err)
 			}
+		}
+		e.count++
+		pattern, _ := ParseAPIVersionPattern(spec.APIVersion)
+		if pattern.IsWildcard() || slices.Contains(spec.Resources, Wildcard) {
+			w := &wildcardRule{rule: cr, apiVersion: pattern, resources: map[string]bool{}}
+			for _, resource := range spec.Resources {
+				w.anyResource = w.anyResource || resource == Wildcard
+				w.resources[resource] = true
+			}
+			e.wildcard = append(e.wildcard, w)
+			continue
 		}
 		seen := map[string]bool{}
 		for _, resource := range spec.Resources {
@@ -212,10 +256,56 @@ func (e *Evaluator) addSet(env *celEnv, kind, namespace, name string, rules []ex
 			}
 			seen[resource] = true
 			key := matchKey{apiVersion: spec.APIVersion, resource: resource}
-			e.rules[key] = append(e.rules[key], cr)
+			e.exact[key] = append(e.exact[key], cr)
 		}
 	}
 	return nil
+}
+
+// rulesFor returns the rules that apply to an (apiVersion, resource) pair, in the
+// evaluator's order. The result is shared and must not be modified.
+func (e *Evaluator) rulesFor(key matchKey) []*compiledRule {
+	if len(e.wildcard) == 0 {
+		return e.exact[key]
+	}
+	if v, ok := e.resolved.Load(key); ok {
+		return v.([]*compiledRule)
+	}
+	rules := e.resolve(key)
+	if e.nResolved.Load() < maxResolved {
+		if _, loaded := e.resolved.LoadOrStore(key, rules); !loaded {
+			e.nResolved.Add(1)
+		}
+	}
+	return rules
+}
+
+// resolve merges the exact rules of key with the wildcard rules that match it, both
+// already in the evaluator's order.
+func (e *Evaluator) resolve(key matchKey) []*compiledRule {
+	exact := e.exact[key]
+	var rules []*compiledRule
+	for _, w := range e.wildcard {
+		if !w.matches(key) {
+			continue
+		}
+		for len(exact) > 0 && exact[0].seq < w.rule.seq {
+			rules, exact = append(rules, exact[0]), exact[1:]
+		}
+		rules = append(rules, w.rule)
+	}
+	if rules == nil {
+		return exact // no wildcard applies: share the exact list
+	}
+	return append(rules, exact...)
+}
+
+// RulesApplied returns the number of rules that apply to objects of an apiVersion
+// ("apps/v1", or "v1" for the core group) and a plural lowercase resource: the rules
+// whose apiVersion (or apiVersion pattern) and resources (or "*") match. 0 means that no
+// selected rule judges such objects.
+func (e *Evaluator) RulesApplied(apiVersion, resource string) int {
+	return len(e.rulesFor(matchKey{apiVersion: apiVersion, resource: resource}))
 }
 
 // compile parses and type-checks expr in Kubernetes' base environment and plans it with
@@ -262,8 +352,11 @@ var activations = sync.Pool{New: func() any { return &evalActivation{} }}
 // "Match" and "Result"; CONTRACT §2, "Rule order" and "Messages").
 //
 // apiVersion is the object's group/version ("apps/v1", or "v1" for the core group) and
-// resource its plural lowercase resource ("deployments"); both must equal a rule's
-// apiVersion and one of its resources exactly for the rule to apply. object is the
+// resource its plural lowercase resource ("deployments"). A rule applies when its
+// apiVersion equals apiVersion or is a pattern that matches it (APIVersionPattern: "*",
+// "GROUP/*", "*/VERSION", "*.SUFFIX/VERSION", "*.SUFFIX/*") and one of its resources
+// equals resource or is "*"; the kind is never matched. Result.RulesApplied counts the
+// rules that apply. object is the
 // content as the dynamic client returns it (unstructured.Unstructured.Object: nested
 // map[string]any and []any, integers as int64); a nil object is evaluated as {}. It is
 // only read.
@@ -291,9 +384,9 @@ func (e *Evaluator) EvaluateContext(ctx context.Context, apiVersion, resource st
 
 // evaluate is Evaluate, stopped between two expressions once ctx (when not nil) is done.
 func (e *Evaluator) evaluate(ctx context.Context, apiVersion, resource string, object map[string]any) (Result, error) {
-	rules := e.rules[matchKey{apiVersion: apiVersion, resource: resource}]
+	rules := e.rulesFor(matchKey{apiVersion: apiVersion, resource: resource})
 	if len(rules) == 0 {
-		return passed, nil
+		return passedResult(0), nil
 	}
 	act := activations.Get().(*evalActivation)
 	defer activations.Put(act)
@@ -308,17 +401,17 @@ func (e *Evaluator) evaluate(ctx context.Context, apiVersion, resource string, o
 		}
 		out, err := run(r.rule, act)
 		if err != nil {
-			return r.result(Error, evaluationErrorPrefix+err.Error()), nil
+			return r.result(Error, evaluationErrorPrefix+err.Error(), len(rules)), nil
 		}
 		ok, isBool := out.(types.Bool)
 		if !isBool {
-			return r.result(Error, fmt.Sprintf("%sruleExpression returned %s, not bool", evaluationErrorPrefix, typeName(out))), nil
+			return r.result(Error, fmt.Sprintf("%sruleExpression returned %s, not bool", evaluationErrorPrefix, typeName(out)), len(rules)), nil
 		}
 		if !ok {
-			return r.result(Fail, r.failureMessage(act)), nil
+			return r.result(Fail, r.failureMessage(act), len(rules)), nil
 		}
 	}
-	return passed, nil
+	return passedResult(len(rules)), nil
 }
 
 // run evaluates one expression with a fresh budget; a panic becomes an error.
@@ -352,12 +445,13 @@ func (r *compiledRule) failureMessage(act *evalActivation) string {
 }
 
 // result builds the Result decided by this rule.
-func (r *compiledRule) result(o Outcome, message string) Result {
+func (r *compiledRule) result(o Outcome, message string, applied int) Result {
 	d := r.failed
 	if o == Error {
 		d = r.errored
 	}
-	return Result{Outcome: o, Message: TruncateMessage(message), RuleSet: r.ruleSet, RuleIndex: r.index, DecidedBy: d}
+	return Result{Outcome: o, Message: TruncateMessage(message), RuleSet: r.ruleSet, RuleIndex: r.index, DecidedBy: d,
+		RulesApplied: applied}
 }
 
 // typeName names the CEL type of v for an error message.

@@ -20,7 +20,7 @@ func (panicProgram) ContextEval(context.Context, any) (ref.Val, *cel.EvalDetails
 // error (Unknown), and the evaluator keeps working.
 func TestPanicIsUnknown(t *testing.T) {
 	t.Parallel()
-	ev := &Evaluator{rules: map[matchKey][]*compiledRule{
+	ev := &Evaluator{exact: map[matchKey][]*compiledRule{
 		{apiVersion: "v1", resource: "pods"}: {{ruleSet: "GlobalHealthRuleSet/g", rule: panicProgram{},
 			errored: &Decider{Kind: KindGlobalHealthRuleSet, Name: "g", Cause: CauseEvaluationError}}},
 	}}

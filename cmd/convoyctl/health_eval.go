@@ -45,6 +45,10 @@ type evalLine struct {
 	// ResourceGuessed is the resource guessed for the object's kind with
 	// --guess-resources (absent when the resource was known).
 	ResourceGuessed string `json:"resourceGuessed,omitempty"`
+	// RulesApplied is the number of rules whose apiVersion (or apiVersion pattern) and
+	// resources (or "*") match the object, so that a Healthy line says whether anything
+	// judged it (0: nothing did).
+	RulesApplied int `json:"rulesApplied"`
 }
 
 // newHealthEvalCommand builds `health eval` (CONTRACT §3).
@@ -57,7 +61,9 @@ func newHealthEvalCommand(env *cliEnv) *cobra.Command {
 one JSON object per line: {"apiVersion","kind","namespace","name","state","message"}, plus
 "decidedBy" ({"kind","namespace","name","rule","cause"}: the rule set and 0-based rule index
 that decided a non-Healthy state, cause RuleFailed (Progressing), DeadlinePassed (a failing
-rule, Degraded because --deadline passed) or EvaluationError (Unknown)) when a rule decided.
+rule, Degraded because --deadline passed) or EvaluationError (Unknown)) when a rule decided,
+and "rulesApplied": the number of rules that match the object's apiVersion and resource (0
+on a Healthy line means that no rule judged the object).
 
 Rule files hold GlobalHealthRuleSets and HealthRuleSets (YAML or JSON, one or more
 documents, or a List); every set in them is selected. Object files hold Kubernetes objects
@@ -66,7 +72,8 @@ objects. A failing object is Progressing, or Degraded once --deadline has passed
 --first-unhealthy (which defaults to --now, so a failure starts its clock now).
 
 Rules match an object by its apiVersion and its resource (plural, lowercase), which the
-loop reads from the inventory. Here the resource of each kind comes from --resource
+loop reads from the inventory; a rule's apiVersion may be a pattern ("*", "GROUP/*",
+"*/VERSION", "*.SUFFIX/VERSION", "*.SUFFIX/*") and its resources may hold "*". Here the resource of each kind comes from --resource
 KIND=plural (or KIND.GROUP=plural; repeatable), then from the cluster's discovery when
 --kubeconfig is given, then from the built-in kinds of Kubernetes. A kind that none of them
 knows is an error (exit 2); with --guess-resources its resource is guessed from the kind
@@ -188,6 +195,8 @@ func evaluate(ev *health.Evaluator, obj *unstructured.Unstructured, m resourceMa
 		State:      state,
 		Message:    r.Message,
 		DecidedBy:  health.Explain(r, state),
+
+		RulesApplied: r.RulesApplied,
 	}
 	if m.guessed {
 		line.ResourceGuessed = m.resource

@@ -92,15 +92,15 @@ spec:
 		// decidedBy names the deciding rule: convoy-defaults' rule 0 (Deployments) or 3 (Pods).
 		byDefaults0 = `"decidedBy":{"kind":"GlobalHealthRuleSet","namespace":"","name":"convoy-defaults","rule":0,"cause":"RuleFailed"}`
 		byDefaults3 = `"decidedBy":{"kind":"GlobalHealthRuleSet","namespace":"","name":"convoy-defaults","rule":3,"cause":"RuleFailed"}`
-		web         = `{"apiVersion":"apps/v1","kind":"Deployment","namespace":"demo","name":"web","state":"%s","message":"1/3 available, 1 updated",` + byDefaults0 + `}` + "\n"
-		podA        = `{"apiVersion":"v1","kind":"Pod","namespace":"demo","name":"a","state":"Healthy","message":""}` + "\n"
-		podB        = `{"apiVersion":"v1","kind":"Pod","namespace":"demo","name":"b","state":"%s","message":"phase: Pending",` + byDefaults3 + `}` + "\n"
+		web         = `{"apiVersion":"apps/v1","kind":"Deployment","namespace":"demo","name":"web","state":"%s","message":"1/3 available, 1 updated",` + byDefaults0 + `,"rulesApplied":1}` + "\n"
+		podA        = `{"apiVersion":"v1","kind":"Pod","namespace":"demo","name":"a","state":"Healthy","message":"","rulesApplied":1}` + "\n"
+		podB        = `{"apiVersion":"v1","kind":"Pod","namespace":"demo","name":"b","state":"%s","message":"phase: Pending",` + byDefaults3 + `,"rulesApplied":1}` + "\n"
 		// Degraded: the deadline, not the failing rule alone, decided it.
 		podBDegraded = `{"apiVersion":"v1","kind":"Pod","namespace":"demo","name":"b","state":"Degraded","message":"phase: Pending",` +
-			`"decidedBy":{"kind":"GlobalHealthRuleSet","namespace":"","name":"convoy-defaults","rule":3,"cause":"DeadlinePassed"}}` + "\n"
-		svc      = `{"apiVersion":"v1","kind":"Service","namespace":"demo","name":"svc","state":"Healthy","message":""}` + "\n"
+			`"decidedBy":{"kind":"GlobalHealthRuleSet","namespace":"","name":"convoy-defaults","rule":3,"cause":"DeadlinePassed"},"rulesApplied":1}` + "\n"
+		svc      = `{"apiVersion":"v1","kind":"Service","namespace":"demo","name":"svc","state":"Healthy","message":"","rulesApplied":0}` + "\n"
 		svcLocal = `{"apiVersion":"v1","kind":"Service","namespace":"demo","name":"svc","state":"Progressing","message":"health rule 0 of HealthRuleSet/services not satisfied",` +
-			`"decidedBy":{"kind":"HealthRuleSet","namespace":"demo","name":"services","rule":0,"cause":"RuleFailed"}}` + "\n"
+			`"decidedBy":{"kind":"HealthRuleSet","namespace":"demo","name":"services","rule":0,"cause":"RuleFailed"},"rulesApplied":1}` + "\n"
 	)
 	sprintf := func(format, state string) string { return strings.Replace(format, "%s", state, 1) }
 	cases := []struct {
@@ -131,11 +131,31 @@ spec:
 			assertRun(t, args, 0, tc.stdout, "")
 		})
 	}
+	t.Run("wildcard rules and rulesApplied", func(t *testing.T) {
+		t.Parallel()
+		wild := writeFile(t, "wild.yaml", `apiVersion: extensions.convoy.kumodo.io/v1alpha1
+kind: GlobalHealthRuleSet
+metadata: {name: wild}
+spec:
+  rules:
+  - apiVersion: "*"
+    resources: [services]
+    ruleExpression: "has(object.spec)"
+    messageExpression: "'no spec'"
+  - apiVersion: "apps/*"
+    resources: ["*"]
+    ruleExpression: "true"
+`)
+		assertRun(t, []string{"health", "eval", "--rules", defaultsFile, "--rules", wild, "--object", deploy, "--now", "2026-01-01T00:00:00Z"}, 0,
+			sprintf(strings.Replace(web, `"rulesApplied":1`, `"rulesApplied":2`, 1), "Progressing")+
+				`{"apiVersion":"v1","kind":"Service","namespace":"demo","name":"svc","state":"Progressing","message":"no spec",`+
+				`"decidedBy":{"kind":"GlobalHealthRuleSet","namespace":"","name":"wild","rule":0,"cause":"RuleFailed"},"rulesApplied":1}`+"\n", "")
+	})
 	t.Run("integers stay int64 (case 18a)", func(t *testing.T) {
 		t.Parallel()
 		assertRun(t, []string{"health", "eval", "--rules", ints, "--object", case18a}, 0,
 			`{"apiVersion":"apps/v1","kind":"Deployment","namespace":"demo","name":"app1-18a","state":"Progressing","message":"replicas 3, doubled 6",`+
-				`"decidedBy":{"kind":"GlobalHealthRuleSet","namespace":"","name":"ints","rule":1,"cause":"RuleFailed"}}`+"\n", "")
+				`"decidedBy":{"kind":"GlobalHealthRuleSet","namespace":"","name":"ints","rule":1,"cause":"RuleFailed"},"rulesApplied":2}`+"\n", "")
 	})
 }
 

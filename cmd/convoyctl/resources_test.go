@@ -18,7 +18,7 @@ const (
 	pluralRules   = "../../testdata/rules-engine/plural.rules.yaml"
 	pluralObjects = "../../testdata/rules-engine/plural.objects.yaml"
 	chaosLine     = `{"apiVersion":"chaos-mesh.org/v1alpha1","kind":"%s","namespace":"chaos","name":"%s","state":"Progressing",` +
-		`"message":"chaos not injected yet","decidedBy":{"kind":"GlobalHealthRuleSet","namespace":"","name":"chaos-experiments","rule":0,"cause":"RuleFailed"}}` + "\n"
+		`"message":"chaos not injected yet","decidedBy":{"kind":"GlobalHealthRuleSet","namespace":"","name":"chaos-experiments","rule":0,"cause":"RuleFailed"},"rulesApplied":1}` + "\n"
 )
 
 func chaos(kind, name string) string {
@@ -41,7 +41,7 @@ func TestPluralCase(t *testing.T) {
 	code, stdout, stderr := runCLI(append(eval, "--guess-resources")...)
 	if code != 0 || !strings.Contains(stderr, `guessed resource "networkchaos" for kind NetworkChaos`) ||
 		!strings.Contains(stdout, `"kind":"NetworkChaos","namespace":"chaos","name":"delay-db","state":"Progressing"`) ||
-		!strings.Contains(stdout, `"resourceGuessed":"networkchaos"}`) {
+		!strings.Contains(stdout, `"resourceGuessed":"networkchaos","rulesApplied":1}`) {
 		t.Errorf("--guess-resources: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
 	for _, bad := range []string{"NetworkChaos", "=x", "NetworkChaos=NetworkChaos", "NetworkChaos=a/b"} {
@@ -144,5 +144,5 @@ func TestRulesEngineCases(t *testing.T) {
 	assertRun(t, []string{"health", "eval", "--rules", dir + "amplify-replace.rules.yaml", "--object", dir + "amplify-replace.object.yaml"}, 0,
 		`{"apiVersion":"v1","kind":"ConfigMap","namespace":"tenant-a","name":"settings","state":"Unknown",`+
 			`"message":"evaluation error: operation cancelled: actual cost limit exceeded",`+
-			`"decidedBy":{"kind":"HealthRuleSet","namespace":"tenant-a","name":"tenant-rules","rule":0,"cause":"EvaluationError"}}`+"\n", "")
+			`"decidedBy":{"kind":"HealthRuleSet","namespace":"tenant-a","name":"tenant-rules","rule":0,"cause":"EvaluationError"},"rulesApplied":1}`+"\n", "")
 }
