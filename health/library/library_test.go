@@ -89,6 +89,7 @@ var resources = map[string]string{
 	"ClusterScmProvider": "clusterscmproviders", "CommitStatus": "commitstatuses", "GitCommitStatus": "gitcommitstatuses",
 	"PromotionStrategy": "promotionstrategies", "PullRequest": "pullrequests", "ScmProvider": "scmproviders",
 	"TimedCommitStatus": "timedcommitstatuses", "WebRequestCommitStatus": "webrequestcommitstatuses",
+	"Cluster": "clusters", "Machine": "machines", "MachineDeployment": "machinedeployments", "MachineSet": "machinesets", "MachinePool": "machinepools", "MachineHealthCheck": "machinehealthchecks", "ClusterResourceSet": "clusterresourcesets", "KubeadmControlPlane": "kubeadmcontrolplanes", "AWSManagedControlPlane": "awsmanagedcontrolplanes",
 }
 
 func readObject(t *testing.T, path string) *unstructured.Unstructured {

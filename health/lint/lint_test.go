@@ -103,13 +103,20 @@ var thirdPartyGroups = []string{
 	"image.toolkit.fluxcd.io", "kustomize.toolkit.fluxcd.io", "notification.toolkit.fluxcd.io", "source.toolkit.fluxcd.io",
 	"policy.open-cluster-management.io",
 	"promoter.argoproj.io",
+	"cluster.x-k8s.io", "addons.cluster.x-k8s.io", "controlplane.cluster.x-k8s.io",
+}
+
+// unvendoredGroups are the third-party groups whose CRDs testdata/crds lacks (see its
+// README): with the CRDs given, their rules may still go unchecked (a note), nothing else.
+var unvendoredGroups = []string{
+	"cluster.x-k8s.io", "addons.cluster.x-k8s.io", "controlplane.cluster.x-k8s.io",
 }
 
 // TestLibraryAndDefaultsLintClean: the shipped rule sets have no finding. Offline, the
 // only notes are of the third-party CRDs (every kind that Kubernetes serves, APIService
 // and CustomResourceDefinition included, has its built-in schema); with the CRDs of
 // testdata/crds (trimmed upstream CRDs, see testdata/crds/README.md) there is no
-// finding at all.
+// finding at all, except notes for the groups of unvendoredGroups.
 func TestLibraryAndDefaultsLintClean(t *testing.T) {
 	t.Parallel()
 	sets, err := library.RuleSets()
@@ -129,7 +136,10 @@ func TestLibraryAndDefaultsLintClean(t *testing.T) {
 		t.Fatalf("no CRDs in testdata/crds: %v", err)
 	}
 	for _, f := range lint.Lint(all, nil, lint.Sources{&lint.Builtin{}, crds(t, files...)}) {
-		t.Errorf("with testdata/crds: %s", f)
+		group, _, _ := strings.Cut(strings.Fields(f.Message)[0], "/")
+		if f.Severity != lint.Note || !slices.Contains(unvendoredGroups, group) {
+			t.Errorf("with testdata/crds: %s", f)
+		}
 	}
 }
 
