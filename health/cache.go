@@ -15,7 +15,7 @@ import (
 const DefaultCacheSize = 256
 
 // EvaluatorCache keeps the compiled Evaluator of each selection of rule sets, so a
-// steady pass of the health loop compiles nothing (spec/health-loop.txt, "Assessment"
+// steady pass of the health loop compiles nothing (docs/design.md, "Assessment"
 // step 2). An entry is keyed by the identities (kind, namespace, name, uid) and
 // generations of the selected sets: any change of a set's spec bumps its generation,
 // which gives a new key, and the entries built from the old generation are dropped the

@@ -1,6 +1,6 @@
 // Package health evaluates the CEL health rules of GlobalHealthRuleSets and
 // HealthRuleSets against live Kubernetes objects and turns the verdict into a health
-// state (spec/health-rule-sets.txt; spec/health-loop.txt, "Per-entry evaluation").
+// state (docs/design.md, "Rules" and "Per-entry evaluation").
 //
 // The package is pure: it holds no client and reads no clock. The health loop lists the
 // rule sets and reads the objects, and passes the time of its pass in, so every step here
@@ -29,7 +29,7 @@
 //     apply to an object. Compiling takes milliseconds, so the loop keeps evaluators in an
 //     EvaluatorCache keyed by the selected sets' identities and generations: a steady
 //     pass compiles nothing.
-//   - The order of rules is fixed (CONTRACT §2, "Rule order": GlobalHealthRuleSets by name,
+//   - The order of rules is fixed (docs/design.md, "Rule order": GlobalHealthRuleSets by name,
 //     then HealthRuleSets by name, each set's rules in list order) and NewEvaluator sorts
 //     on its own, so the deciding rule and its message never depend on list order.
 //   - The CEL environment is Kubernetes' own: k8s.io/apiserver/pkg/cel/environment's base

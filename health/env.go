@@ -13,7 +13,7 @@ import (
 )
 
 // objectVariable is the name of the only CEL variable that a rule sees: the live
-// resource, typed dyn (spec/health-rule-sets.txt, "Rules").
+// resource, typed dyn (docs/design.md, "Rules").
 const objectVariable = "object"
 
 // CostLimit is the cost budget of one evaluation of one expression, in CEL cost units.

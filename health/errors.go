@@ -13,7 +13,7 @@ const (
 // CompileError is the error of NewEvaluator when one expression of one rule does not
 // compile: a syntax or type-check error, a ruleExpression whose static type is neither
 // bool nor dyn, or a messageExpression whose static type is neither string nor dyn.
-// It fails the whole evaluator (spec/health-loop.txt, "Assessment" step 2: a compile
+// It fails the whole evaluator (docs/design.md, "Assessment" step 2: a compile
 // error stops the assessment of the full Release). Find it with errors.As.
 type CompileError struct {
 	// Kind is GlobalHealthRuleSet or HealthRuleSet.

@@ -50,8 +50,8 @@ func (o Outcome) String() string {
 	}
 }
 
-// Result is the verdict of the rules on one object (spec/health-rule-sets.txt,
-// "Evaluation"; CONTRACT §2, "Rule order" and "Messages").
+// Result is the verdict of the rules on one object (docs/design.md,
+// "Result", "Rule order" and "Messages").
 type Result struct {
 	// Outcome is Pass, Fail or Error.
 	Outcome Outcome
@@ -90,7 +90,7 @@ const (
 	CauseEvaluationError Cause = "EvaluationError"
 	// CauseDeadlinePassed: the rule's ruleExpression returned false and the Release's
 	// spec.healthAssessment.deadline has passed since the object first failed, so the
-	// entry is Degraded rather than Progressing (spec/health-loop.txt, "Per-entry
+	// entry is Degraded rather than Progressing (docs/design.md, "Per-entry
 	// evaluation"). Only Explain gives it.
 	CauseDeadlinePassed Cause = "DeadlinePassed"
 )
@@ -115,7 +115,7 @@ type Decider struct {
 // passedResult is the Result of an object that passes n applicable rules.
 func passedResult(n int) Result { return Result{Outcome: Pass, RuleIndex: -1, RulesApplied: n} }
 
-// matchKey indexes rules by what they match (spec "Match"): API version and resource.
+// matchKey indexes rules by what they match (docs/design.md, "Match"): API version and resource.
 type matchKey struct {
 	apiVersion string
 	resource   string
@@ -168,14 +168,14 @@ type Evaluator struct {
 	nResolved atomic.Int64
 }
 
-// NewEvaluator compiles every rule of the given sets once, in the order of CONTRACT §2
+// NewEvaluator compiles every rule of the given sets once, in the order of docs/design.md,
 // "Rule order": global sets sorted by name, then local sets sorted by name (then
 // namespace), each set's rules in list order. The order of the arguments does not
 // matter, and they are not modified. Selection is the caller's job (see
 // SelectRuleSets): every set passed in is used.
 //
 // The first expression that does not compile fails the whole evaluator with a
-// *CompileError (spec/health-loop.txt, "Assessment" step 2). Compiling convoy-defaults
+// *CompileError (docs/design.md, "Assessment" step 2). Compiling convoy-defaults
 // takes milliseconds: the loop reuses evaluators through an EvaluatorCache.
 func NewEvaluator(global []extv1alpha1.GlobalHealthRuleSet, local []extv1alpha1.HealthRuleSet) (*Evaluator, error) {
 	env, err := newEnv()
@@ -314,7 +314,7 @@ func (e *Evaluator) RulesApplied(apiVersion, resource string) int {
 // expression without comprehensions does at most as many steps as it has nodes besides
 // its calls, so only its calls are charged.
 //
-// The type of the result is not checked here: CONTRACT §2 makes a ruleExpression that
+// The type of the result is not checked here: docs/design.md ("Result", "Messages") makes a ruleExpression that
 // returns a non-bool an evaluation error and a non-string messageExpression the general
 // message, so Evaluate checks the values it gets instead.
 func compile(env *celEnv, expr string) (cel.Program, error) {
@@ -348,8 +348,8 @@ var emptyObject = map[string]any{}
 // activations are the pooled activations of Evaluate.
 var activations = sync.Pool{New: func() any { return &evalActivation{} }}
 
-// Evaluate runs the rules that apply to one live object (spec/health-rule-sets.txt,
-// "Match" and "Result"; CONTRACT §2, "Rule order" and "Messages").
+// Evaluate runs the rules that apply to one live object (docs/design.md,
+// "Match", "Result", "Rule order" and "Messages").
 //
 // apiVersion is the object's group/version ("apps/v1", or "v1" for the core group) and
 // resource its plural lowercase resource ("deployments"). A rule applies when its

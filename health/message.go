@@ -10,13 +10,13 @@ import (
 // truncationMark ends a message that TruncateMessage cut.
 const truncationMark = "…"
 
-// evaluationErrorPrefix starts the message of an Error result (CONTRACT §2, "Messages").
+// evaluationErrorPrefix starts the message of an Error result (docs/design.md, "Messages").
 const evaluationErrorPrefix = "evaluation error: "
 
 // TruncateMessage cuts s to at most v1alpha1.MaxMessageLength (1024) characters, counted
 // as runes, the unit of the CRD's maxLength. A cut message keeps its first 1023 runes and
 // ends in "…", so it is exactly 1024 runes long. A string that fits is returned as is.
-// (CONTRACT §1, ReleaseInventory entries[].message.)
+// (docs/design.md, "Objects and owners", ReleaseInventory entries[].message.)
 func TruncateMessage(s string) string {
 	const limit = v1alpha1.MaxMessageLength
 	// A string of at most limit bytes has at most limit runes: no need to count.
@@ -34,8 +34,8 @@ func TruncateMessage(s string) string {
 }
 
 // generalMessage is the message of a failing rule that has no usable messageExpression
-// (CONTRACT §2, "Messages"). It names the set as <Kind>/<name>, without a namespace,
-// exactly as the contract writes it.
+// (docs/design.md, "Messages"). It names the set as <Kind>/<name>, without a namespace,
+// exactly as users match it.
 func generalMessage(kind, name string, index int) string {
 	return fmt.Sprintf("health rule %d of %s/%s not satisfied", index, kind, name)
 }

@@ -11,13 +11,13 @@ import (
 	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
 )
 
-// SelectRuleSets picks the rule sets that a Release uses (spec/health-rule-sets.txt,
-// "Selection"; spec/health-loop.txt, "Assessment" step 1): the GlobalHealthRuleSets whose
+// SelectRuleSets picks the rule sets that a Release uses (docs/design.md,
+// "Selection" and "Assessment" step 1): the GlobalHealthRuleSets whose
 // labels match globalSel and the HealthRuleSets of namespace ns whose labels match
 // localSel. A nil selector selects no set, an empty one ({}) every set; a HealthRuleSet
 // of another namespace is never selected.
 //
-// Both results are new slices sorted by name (CONTRACT §2, "Rule order"), holding shallow
+// Both results are new slices sorted by name (docs/design.md, "Rule order"), holding shallow
 // copies of the selected sets: their rules are shared with the input, so treat them as
 // read-only. An invalid selector (for example a bad operator or label value) returns an
 // error that names the selector.

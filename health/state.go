@@ -7,7 +7,7 @@ import (
 )
 
 // DeriveState turns the Result of one inventory entry and its firstUnhealthy anchor into
-// the entry's state and its new anchor (spec/health-loop.txt, "Per-entry evaluation" and
+// the entry's state and its new anchor (docs/design.md, "Per-entry evaluation" and
 // "Anchors"):
 //
 //   - Error: Unknown; the anchor is kept as it is (nil stays nil).
@@ -22,7 +22,7 @@ import (
 // deadline ≥ 0. The returned anchor is a fresh pointer, never firstUnhealthy itself.
 // An Outcome other than the three constants is treated as Error. For an object that the
 // loop cannot read, pass Result{Outcome: Error, Message: "object not found"} (or
-// "cannot read object: <error>", CONTRACT §2 "Messages"): it is Unknown and keeps its
+// "cannot read object: <error>", docs/design.md, "Messages"): it is Unknown and keeps its
 // anchor like an evaluation error.
 func DeriveState(r Result, firstUnhealthy *time.Time, deadline *time.Duration, now time.Time) (v1alpha1.HealthState, *time.Time) {
 	switch r.Outcome {

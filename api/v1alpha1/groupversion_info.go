@@ -2,7 +2,7 @@
 // reads and writes: Release, ReleaseInventory and Cluster.
 //
 // The controller-manager of convoy owns the spec of these objects and the keys of the
-// inventory; the observer owns only the fields named in CONTRACT §1 (the Healthy
+// inventory; the observer owns only the fields named in docs/design.md, "Objects and owners" (the Healthy
 // condition and healthSummary of a Release; state, message, firstUnhealthy and
 // assessedRenderRef of inventory entries; state, message and finishedAt of hooks), and
 // writes them with Server-Side Apply under its own field managers.

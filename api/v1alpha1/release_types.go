@@ -14,7 +14,7 @@ const SyncRequestedAtAnnotation = "convoy.kumodo.io/sync-requested-at"
 // ConditionHealthy is the condition type that the observer owns on a Release.
 const ConditionHealthy = "Healthy"
 
-// Reasons of the Healthy condition (CONTRACT §2, "Healthy condition").
+// Reasons of the Healthy condition (docs/design.md, "Healthy condition").
 const (
 	ReasonNotConfigured = "NotConfigured"
 	ReasonUnknown       = "Unknown"

@@ -6,7 +6,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// HealthState is the health of one inventory entry (spec/health-rule-sets.txt, "State").
+// HealthState is the health of one inventory entry (docs/design.md, "State").
 // +kubebuilder:validation:Enum=Healthy;Progressing;Degraded;Unknown
 type HealthState string
 

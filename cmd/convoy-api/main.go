@@ -4,7 +4,7 @@
 //	POST /apis/subresources.convoy.kumodo.io/v1alpha1/namespaces/{ns}/releases/{name}/sync
 //	GET  /apis/subresources.convoy.kumodo.io/v1alpha1/namespaces/{ns}/releases/{name}/health
 //
-// (CONTRACT §2, "Sync and health endpoints", as amended: HTTPS only, with delegated
+// (docs/design.md, "Sync and health endpoints": HTTPS only, with delegated
 // authentication and authorization), plus discovery, /openapi/v2 and /openapi/v3,
 // /healthz, /livez and /readyz.
 //

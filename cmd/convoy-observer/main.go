@@ -1,5 +1,5 @@
 // Command convoy-observer runs the observer loops of convoy (today the health loop,
-// spec/health-loop.txt) in one controller-runtime manager, with leader election per
+// docs/design.md) in one controller-runtime manager, with leader election per
 // shard, metrics and health probes. Logs go to stderr.
 package main
 
@@ -112,8 +112,8 @@ func main() {
 	}
 }
 
-// loadConfig reads --kubeconfig, or, without it, the in-cluster config (CONTRACT §2:
-// "Both binaries fall back to the in-cluster config when --kubeconfig is absent"), the
+// loadConfig reads --kubeconfig, or, without it, the in-cluster config (both
+// binaries fall back to it when --kubeconfig is absent), the
 // same way as convoy-api: $KUBECONFIG and ~/.kube/config are not consulted.
 func loadConfig() (*rest.Config, error) {
 	if f := flag.Lookup("kubeconfig"); f != nil && f.Value.String() != "" {

@@ -30,7 +30,7 @@ type evalOptions struct {
 	guess          bool
 }
 
-// evalLine is one line of output. The field order is the contract's key order.
+// evalLine is one line of output. The field order is fixed (docs/design.md, "Command line").
 type evalLine struct {
 	APIVersion string               `json:"apiVersion"`
 	Kind       string               `json:"kind"`
@@ -40,7 +40,7 @@ type evalLine struct {
 	Message    string               `json:"message"`
 	// DecidedBy names the rule that decided a Progressing, Degraded or Unknown state
 	// and why: RuleFailed, DeadlinePassed or EvaluationError (health.Explain; added
-	// after CONTRACT §3, as in /health; absent when no rule decided).
+	// after docs/design.md, "Command line", as in /health; absent when no rule decided).
 	DecidedBy *health.Decider `json:"decidedBy,omitempty"`
 	// ResourceGuessed is the resource guessed for the object's kind with
 	// --guess-resources (absent when the resource was known).
@@ -51,7 +51,7 @@ type evalLine struct {
 	RulesApplied int `json:"rulesApplied"`
 }
 
-// newHealthEvalCommand builds `health eval` (CONTRACT §3).
+// newHealthEvalCommand builds `health eval` (docs/design.md, "Command line").
 func newHealthEvalCommand(env *cliEnv) *cobra.Command {
 	o := &evalOptions{}
 	cmd := &cobra.Command{

@@ -4,7 +4,7 @@
 //	    [--deadline D] [--first-unhealthy T] [--now T]
 //
 // evaluates health rule sets against objects read from files, exactly as the health loop
-// does, and prints one JSON object per line (CONTRACT §3, "Command line"). Exit status:
+// does, and prints one JSON object per line (docs/design.md, "Command line"). Exit status:
 // 0 when everything was evaluated (whatever the states), 1 when a rule set does not
 // compile, 2 on a usage error or unreadable input.
 //
@@ -21,7 +21,7 @@
 // waiting for healthy, 4 on timeout (see `convoyctl release wait --help`).
 //
 // Every subcommand is a cobra command built by a newXCommand(*cliEnv) function in its own
-// file and hung under its group; a new group (for example `release status NAME -n NS`)
+// file and hung under its group; a new group
 // adds its own file and one AddCommand call in newRootCommand.
 package main
 
@@ -36,7 +36,7 @@ import (
 	"time"
 )
 
-// Exit statuses (CONTRACT §3).
+// Exit statuses (docs/design.md, "Command line").
 const (
 	exitOK           = 0
 	exitCompileError = 1

@@ -10,7 +10,7 @@ import (
 )
 
 // Reasons that release wait derives from a HealthResult. They are the reasons of the
-// Release's Healthy condition (CONTRACT §2, "Healthy condition") that /health can tell.
+// Release's Healthy condition (docs/design.md, "Healthy condition") that /health can tell.
 const (
 	reasonHealthy     = v1alpha1.ReasonHealthy
 	reasonProgressing = v1alpha1.ReasonProgressing
@@ -35,7 +35,7 @@ type verdict struct {
 }
 
 // judge derives the Release's state from h as the health loop derives the Healthy
-// condition (CONTRACT §2), with one stricter rule: an entry counts for its current
+// condition (docs/design.md, "Healthy condition"), with one stricter rule: an entry counts for its current
 // render only once the observer assessed it at that render (assessedRenderRef ==
 // renderRef). Until then, like an entry whose renderRef is not status.lastAttempted
 // (renderCurrent false), it is Pending: its state may belong to the previous render, so a

@@ -6,7 +6,8 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// newRootCommand builds the command tree: convoyctl → health → eval.
+// newRootCommand builds the command tree: convoyctl → health (eval, lint) and release
+// (status, wait).
 func newRootCommand(env *cliEnv) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "convoyctl",

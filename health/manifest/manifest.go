@@ -1,4 +1,4 @@
-// Package manifest reads the files that convoyctl health eval (CONTRACT §3) takes:
+// Package manifest reads the files that convoyctl health eval (docs/design.md, "Command line") takes:
 // objects and health rule sets written as YAML or JSON, one or more documents per file,
 // or a List of them.
 //

@@ -3,9 +3,9 @@
 // hooks the controller-manager still records.
 //
 // An entry belongs to the inventory only while the controller-manager records it
-// (CONTRACT §1). Server-Side Apply keeps a list-map element alive while any field
+// (docs/design.md, "Objects and owners"). Server-Side Apply keeps a list-map element alive while any field
 // manager owns it, so the observer must never send an entry that only it still owns:
-// Recorded reads the managedFields to tell the controller-manager's entries from the
+// Ownership.RecordedEntries and RecordedHooks read the managedFields to tell the controller-manager's entries from the
 // observer's leftovers.
 package inventory
 
@@ -15,7 +15,7 @@ import (
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
 )
 
-// Field managers of the observer (spec/health-loop.txt, "Writes" and "Hook polling").
+// Field managers of the observer (docs/design.md, "The write protocol" and "Hook polling").
 const (
 	// FieldManagerInventory writes state, message, firstUnhealthy and assessedRenderRef
 	// of the inventory entries.
@@ -80,7 +80,7 @@ func Summarize(entries []v1alpha1.InventoryEntry) v1alpha1.HealthSummary {
 }
 
 // RenderCurrent reports whether every entry has renderRef == lastAttempted
-// (spec/health-loop.txt, "Writes"). It is true for no entries.
+// (docs/design.md, "The write protocol"). It is true for no entries.
 func RenderCurrent(lastAttempted string, entries []v1alpha1.InventoryEntry) bool {
 	for i := range entries {
 		if entries[i].RenderRef != lastAttempted {

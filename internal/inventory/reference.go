@@ -14,7 +14,7 @@ import (
 // (it holds "/" or "%", or is "." or ".."). Clients build the object's URL from these
 // strings and clean it, so a resource such as "configmaps/../../../namespaces" would
 // read another object than the one named; the loop and /health judge such an entry
-// Unknown with this error as the reason instead (spec/health-loop.txt, "Per-entry
+// Unknown with this error as the reason instead (docs/design.md, "Per-entry
 // evaluation": an entry that cannot be read is an evaluation error), and a hook's
 // workload Failed ("Hook polling"). Anything else the API server refuses itself (a 404
 // that names no object: the target does not serve that resource).

@@ -8,7 +8,7 @@
 // (tokenFile, client-certificate, client-key) would send the pod's own credentials, such
 // as its service-account token, to that server. Both are refused unless the operator
 // allows them (Options), as Flux's kustomize-controller refuses exec by default. A
-// refused kubeconfig is a target cluster that cannot be reached (spec/health-loop.txt,
+// refused kubeconfig is a target cluster that cannot be reached (docs/design.md,
 // "One pass" step 4: an unreachable cluster stops the assessment), and the error says
 // which flag would allow it.
 package kubeconfig

@@ -18,8 +18,8 @@ import (
 )
 
 // Collect lists the GlobalHealthRuleSets and the HealthRuleSets of rel's namespace
-// through r and keeps those that rel's selectors select (spec/health-rule-sets.txt,
-// "Selection"; spec/health-loop.txt, "Assessment" step 1), sorted by name as
+// through r and keeps those that rel's selectors select (docs/design.md,
+// "Selection"; docs/design.md, "Assessment" step 1), sorted by name as
 // health.SelectRuleSets returns them. A nil selector lists nothing. rel must have a
 // spec.healthAssessment (nil selects nothing). The error names what could not be
 // listed, or the invalid selector.

@@ -131,34 +131,3 @@ func (c *Client) Health(ctx context.Context, namespace, name string) (*HealthRes
 	}
 	return out, nil
 }
-
-// HTTPError describes an answer other than 2xx as plain HTTP: the request, the status
-// and the start of the body. Client does not return it (client-go turns every such
-// answer into an *apierrors.StatusError); it remains for code that reads answers of a
-// sync URL without client-go and for the callers that still match it.
-type HTTPError struct {
-	// Method and URL of the request.
-	Method, URL string
-	// StatusCode is the HTTP status of the answer.
-	StatusCode int
-	// Body is the start of the answer's body.
-	Body string
-}
-
-// Error names the request and the status, then the message of the answer's
-// metav1.Status when it has one, else its body.
-func (e *HTTPError) Error() string {
-	msg := strings.TrimSpace(e.Body)
-	var st struct {
-		Kind    string `json:"kind"`
-		Message string `json:"message"`
-	}
-	if json.Unmarshal([]byte(e.Body), &st) == nil && st.Kind == "Status" && st.Message != "" {
-		msg = st.Message
-	}
-	status := fmt.Sprintf("%d %s", e.StatusCode, http.StatusText(e.StatusCode))
-	if msg == "" {
-		return fmt.Sprintf("%s %s: %s", e.Method, e.URL, status)
-	}
-	return fmt.Sprintf("%s %s: %s: %s", e.Method, e.URL, status, msg)
-}

@@ -1,5 +1,5 @@
 // Package subresources serves the HTTP endpoints of convoy-api, the Release
-// subresources /sync and /health (CONTRACT §2, "Sync and health endpoints"), and holds
+// subresources /sync and /health (docs/design.md, "Sync and health endpoints"), and holds
 // the Client that the health loop and convoyctl use to call them.
 //
 // The paths are laid out as an aggregated API, so that an APIService for
@@ -16,7 +16,7 @@
 // own writes and never touches another field. The value is the request time in
 // SyncTimeFormat (RFC 3339 with nine digits of nanoseconds, UTC) from Handler.Now, so every request changes it.
 //
-// Why /health does not assess (spec/health-loop.txt, "Writes"): the health loop is the
+// Why /health does not assess (docs/design.md, "The write protocol"): the health loop is the
 // only writer of assessments; HealthResult is a pure function that turns what the loop
 // wrote into the ReleaseInventory into a response. It shows only the entries and hooks
 // that the controller-manager still records (inventory.RecordedEntries): Server-Side

@@ -12,7 +12,7 @@ import (
 	"github.com/kumodo/convoy-observer/internal/inventory"
 )
 
-// HealthResponse is the body of GET …/releases/{name}/health (CONTRACT §2, "Sync and
+// HealthResponse is the body of GET …/releases/{name}/health (docs/design.md, "Sync and
 // health endpoints"). Every field is always serialized; entries and hooks are [] rather
 // than null when there are none.
 type HealthResponse struct {
@@ -32,7 +32,7 @@ type HealthResponse struct {
 	// although a rule may decide them (for example the rules do not compile, the
 	// target cannot be read, or more entries than one request explains); "" when
 	// every such entry was explained or no explanation was asked for. Added to the
-	// contract's HealthResult (CONTRACT §2, amended 2026-11-30: "may gain fields").
+	// contract's HealthResult (it may gain fields).
 	DecidedByError string `json:"decidedByError"`
 }
 
@@ -73,8 +73,8 @@ type HealthEntry struct {
 	// the rules against the live object (Explainer), never stored; null for a Healthy
 	// or unassessed entry, one that no rule decides (its object is missing or
 	// unreadable, or it passes now), or when the server does not explain (see
-	// DecidedByError). Added to the contract's HealthResult (CONTRACT §2, amended
-	// 2026-11-30: "which rule decided").
+	// DecidedByError). Added to the contract's HealthResult (it may gain
+	// fields).
 	DecidedBy *health.Decider `json:"decidedBy"`
 }
 
@@ -103,7 +103,7 @@ type HealthHook struct {
 }
 
 // HealthResult builds the /health response of rel from inv without assessing anything
-// (spec/health-loop.txt, "Writes"). inv may be nil (no inventory yet): the result then
+// (docs/design.md, "The write protocol"). inv may be nil (no inventory yet): the result then
 // has no entries, no hooks and a zero summary. Only the entries and hooks that the
 // controller-manager still records count (inventory.RecordedEntries), so an entry that
 // the controller-manager dropped vanishes even while the observer's fields keep it in

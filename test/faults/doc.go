@@ -1,4 +1,4 @@
-// Package faults is the fault-injection suite of convoy-observer (issue #10): a real
+// Package faults is the fault-injection suite of convoy-observer: a real
 // kube-apiserver and etcd (internal/testenv), the observer as a real process, a stand-in
 // sync endpoint that keeps its own log of sync requests, and a stand-in controller-manager
 // that drives Releases through waves, a hook that is re-armed once, and a dropped entry.

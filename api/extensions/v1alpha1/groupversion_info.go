@@ -1,6 +1,6 @@
 // Package v1alpha1 holds the extensions.convoy.kumodo.io/v1alpha1 API types:
 // GlobalHealthRuleSet (cluster-scoped) and HealthRuleSet (namespaced), the CEL health
-// rules of spec/health-rule-sets.txt.
+// rules of docs/design.md, "Rules".
 //
 // +kubebuilder:object:generate=true
 // +groupName=extensions.convoy.kumodo.io

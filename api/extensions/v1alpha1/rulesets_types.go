@@ -4,7 +4,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// RuleSpec is one CEL health rule (spec/health-rule-sets.txt, "Rules").
+// RuleSpec is one CEL health rule (docs/design.md, "Rules").
 type RuleSpec struct {
 	// apiVersion defines the target API group/version (ex. apps/v1, or v1 for the core
 	// group) for resources being assessed.

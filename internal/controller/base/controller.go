@@ -26,9 +26,9 @@ const (
 
 // NewRateLimiter returns the per-item retry limiter of one controller's queue. Every
 // controller gets its own instance: a limiter shared by two queues lets a success in one
-// reset the backoff of the other (shared/cases 26). There is no token bucket (unlike
+// reset the backoff of the other. There is no token bucket (unlike
 // controller-runtime's default): periodic re-checks use RequeueAfter and retries are per
-// item, so a bucket would only stretch them (shared/cases 25).
+// item, so a bucket would only stretch them (docs/design.md, "Retries").
 func NewRateLimiter() workqueue.TypedRateLimiter[reconcile.Request] {
 	return workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](retryBaseDelay, retryMaxDelay)
 }
@@ -52,7 +52,7 @@ func ControllerOptions(workers int) controller.Options {
 // Result is what a sync function asks of the queue beyond success or failure.
 type Result struct {
 	// RequeueAfter > 0 schedules the next pass of the key after this delay; the key's
-	// failure count is cleared first (shared/cases 24).
+	// failure count is cleared first, so a later error retries from the base delay.
 	RequeueAfter time.Duration
 }
 
@@ -80,9 +80,9 @@ func IsQuiet(err error) bool {
 }
 
 // Reconciler runs a SyncFunc as a controller-runtime reconciler; the controller's queue
-// then does what STYLE.md asks of a worker: Forget on success, a rate-limited retry on a
+// then does what a worker must: Forget on success, a rate-limited retry on a
 // transient error (logged at error level by controller-runtime), none on a
-// reconcile.TerminalError, Forget-then-AddAfter for Result.RequeueAfter (shared/cases 24).
+// reconcile.TerminalError, Forget-then-AddAfter for Result.RequeueAfter.
 // A Quiet error becomes a rate-limited requeue without an error, logged at V(1).
 type Reconciler struct {
 	// Sync is the pass; a field so tests can replace or wrap it.

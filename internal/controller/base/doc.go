@@ -1,8 +1,8 @@
-// Package base is the shared harness of convoy-observer's loops (the health loop, and the
-// drift loop beside it) on controller-runtime's controller: the options of a loop's
+// Package base is the harness of convoy-observer's health loop on controller-runtime's
+// controller: the options of a loop's
 // controller (its own rate limiter, workers, panic recovery, leader election), the
 // adapter from a sync function of one key to a Reconciler, the predicates and fan-out
-// maps that decide which changes add a key (CONTRACT §2), the shard gate, and the
+// maps that decide which changes add a key (docs/design.md, "Events that add a key"), the shard gate, and the
 // target-cluster client cache.
 //
 // The target-cluster cache (ClusterCache with Watch) answers ObjectReader.Get from
@@ -31,12 +31,12 @@
 //		WithOptions(base.ControllerOptions(workers)).
 //		Complete(&base.Reconciler{Sync: h.syncHandler})
 //
-// The outcomes of STYLE.md map onto the controller's queue: success Forgets the key, a
+// The outcomes of a pass map onto the controller's queue: success Forgets the key, a
 // transient error is retried with the loop's NewRateLimiter (logged at error level), a
 // reconcile.TerminalError is not retried, Result.RequeueAfter Forgets and schedules the
-// re-check (shared/cases 24 and 25), and a Quiet error (a lost precondition race, a pass
+// re-check, and a Quiet error (a lost precondition race, a pass
 // cut off by shutdown) is retried with the rate limiter but logged at V(1). Each
-// controller gets its own limiter (shared/cases 26). The queue is controller-runtime's
+// controller gets its own limiter (docs/design.md, "Retries"). The queue is controller-runtime's
 // priority queue: the keys of an informer's initial list and resyncs wait behind keys of
 // real changes. Package basetest runs a sync function in such a controller one pass at a
 // time.

@@ -14,7 +14,7 @@ import (
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
 )
 
-// ReleaseChanged reports whether a Release update adds a key (CONTRACT §2): a change of
+// ReleaseChanged reports whether a Release update adds a key (docs/design.md, "Events that add a key"): a change of
 // metadata.generation, labels or deletionTimestamp, or an informer resync (same
 // resourceVersion). Status writes and the sync annotation alone do not.
 func ReleaseChanged(old, cur *v1alpha1.Release) bool {
@@ -26,7 +26,7 @@ func ReleaseChanged(old, cur *v1alpha1.Release) bool {
 		!old.DeletionTimestamp.Equal(cur.DeletionTimestamp)
 }
 
-// InventoryChanged reports whether a ReleaseInventory update adds a key (CONTRACT §2):
+// InventoryChanged reports whether a ReleaseInventory update adds a key (docs/design.md, "Events that add a key"):
 // only fields that the controller-manager owns count, so the observer's own writes
 // (state, message, firstUnhealthy, assessedRenderRef; hook state, message, finishedAt)
 // never wake the loop. An informer resync (same resourceVersion) counts.
@@ -88,7 +88,7 @@ func KeyOf(obj client.Object) string {
 	return obj.GetNamespace() + "/" + obj.GetName()
 }
 
-// ReleasePredicate is the filter of Release events (CONTRACT §2): create and delete,
+// ReleasePredicate is the filter of Release events (docs/design.md, "Events that add a key"): create and delete,
 // and the updates that ReleaseChanged reports.
 func ReleasePredicate() predicate.Predicate {
 	return predicate.TypedFuncs[client.Object]{UpdateFunc: func(e event.UpdateEvent) bool {
@@ -98,7 +98,7 @@ func ReleasePredicate() predicate.Predicate {
 	}}
 }
 
-// InventoryPredicate is the filter of ReleaseInventory events (CONTRACT §2): create and
+// InventoryPredicate is the filter of ReleaseInventory events (docs/design.md, "Events that add a key"): create and
 // delete, and the updates that InventoryChanged reports.
 func InventoryPredicate() predicate.Predicate {
 	return predicate.TypedFuncs[client.Object]{UpdateFunc: func(e event.UpdateEvent) bool {
@@ -108,7 +108,7 @@ func InventoryPredicate() predicate.Predicate {
 	}}
 }
 
-// ClusterPredicate is the filter of Cluster events (CONTRACT §2): create and delete, and
+// ClusterPredicate is the filter of Cluster events (docs/design.md, "Events that add a key"): create and delete, and
 // the updates that ClusterChanged reports.
 func ClusterPredicate() predicate.Predicate {
 	return predicate.TypedFuncs[client.Object]{UpdateFunc: func(e event.UpdateEvent) bool {
@@ -137,7 +137,7 @@ func IndexReleasesByCluster(ctx context.Context, indexer client.FieldIndexer) er
 }
 
 // ReleaseFanOut maps events of other objects to the keys of the Releases they concern
-// (CONTRACT §2): a GlobalHealthRuleSet to every Release, a HealthRuleSet to the Releases
+// (docs/design.md, "Events that add a key"): a GlobalHealthRuleSet to every Release, a HealthRuleSet to the Releases
 // of its namespace, a Cluster to the Releases that reference it.
 type ReleaseFanOut struct {
 	// Reader lists Releases: the manager's cache, with the ReleaseClusterField index.

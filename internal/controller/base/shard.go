@@ -2,8 +2,8 @@ package base
 
 import "sort"
 
-// ShardGate tells whether this replica owns a shard (spec/health-loop.txt, "One pass"
-// step 2; CONTRACT §2, "Shards"). A replica owns the shards of its --shard flags; none
+// ShardGate tells whether this replica owns a shard (docs/design.md, "One pass"
+// step 2, and "Shards"). A replica owns the shards of its --shard flags; none
 // means the default shard "".
 type ShardGate struct {
 	shards map[string]bool

@@ -47,7 +47,7 @@ type itemResult struct {
 	anchor  *time.Time // firstUnhealthy after this pass; nil = cleared
 }
 
-// prior is an entry's state before this pass writes (spec "Assessment" step 5).
+// prior is an entry's state before this pass writes (docs/design.md, "Assessment" step 5).
 type prior struct {
 	state             v1alpha1.HealthState
 	firstUnhealthy    *time.Time
@@ -55,7 +55,7 @@ type prior struct {
 }
 
 // assess evaluates the rules against every recorded entry of rel's inventory
-// (spec/health-loop.txt, "Assessment"); it writes nothing: the pass applies the result
+// (docs/design.md, "Assessment"); it writes nothing: the pass applies the result
 // with writeInventoryHealth (step 8) after every computation is done. An error
 // means the whole Release could not be assessed: a rule set that does not compile, a
 // selector that does not parse, a missing or unreachable Cluster.
@@ -117,7 +117,7 @@ func (h *HealthController) assess(ctx context.Context, rel *v1alpha1.Release, pi
 }
 
 // collectRules lists the GlobalHealthRuleSets and the HealthRuleSets of rel's namespace
-// and keeps those its selectors select (spec/health-rule-sets.txt, "Selection"); convoy-
+// and keeps those its selectors select (docs/design.md, "Selection"); convoy-
 // api's explanations select through the same rulesets.Collect.
 func (h *HealthController) collectRules(ctx context.Context, rel *v1alpha1.Release) ([]extv1alpha1.GlobalHealthRuleSet, []extv1alpha1.HealthRuleSet, error) {
 	return rulesets.Collect(ctx, h.Reader, rel)
@@ -181,7 +181,7 @@ func (h *HealthController) assessItemsWith(ctx context.Context, ev *health.Evalu
 	return results, nil
 }
 
-// assessItem gives one state for one inventory entry (spec "Per-entry evaluation"). It
+// assessItem gives one state for one inventory entry (docs/design.md, "Per-entry evaluation"). It
 // returns an error only when the cluster does not answer; a missing or unreadable
 // object is Unknown with a message that says why.
 func (h *HealthController) assessItem(ctx context.Context, ev *health.Evaluator, reader base.ObjectReader, e *v1alpha1.InventoryEntry, p prior, deadline *time.Duration, now time.Time) (itemResult, error) {
@@ -230,7 +230,7 @@ func isUnservedResource(err error) bool {
 }
 
 // frontierWaveCompleted reports whether every entry of the highest wave is Healthy now
-// and one or more of them was not Healthy before this pass (spec "Wake the controller").
+// and one or more of them was not Healthy before this pass (docs/design.md, "Wake the controller").
 func frontierWaveCompleted(results []itemResult) bool {
 	if len(results) == 0 {
 		return false

@@ -38,7 +38,7 @@ type HealthController struct {
 	// Reader reads Releases, ReleaseInventories, Clusters and rule sets; the manager's
 	// cache in production.
 	Reader client.Reader
-	// LiveReader reads from the API server (the manager's API reader): the Release's
+	// LiveReader reads from the API server (a client without a cache): the Release's
 	// sync annotation when a pass records an owed sync request. nil uses Reader.
 	LiveReader client.Reader
 	// Writer applies the observer's fields with Server-Side Apply.
@@ -75,7 +75,7 @@ type HealthController struct {
 
 	mu sync.Mutex
 	// attempts holds, per Release key, the attempt count of each pending target
-	// (in memory, lost at a restart: spec "Re-check backoff").
+	// (in memory, lost at a restart: docs/design.md, "Re-check backoff").
 	attempts map[string]map[string]int
 	// lastShard remembers the shard of each Cluster (namespace/name) seen by this
 	// replica, for the shard gate of Releases whose Cluster was deleted.
@@ -111,7 +111,7 @@ func NewHealthController(reader client.Reader, writer client.Client, clusters ba
 
 // SetupWithManager registers the loop with mgr as the controller-runtime controller
 // "health" (base.ControllerOptions: workers concurrent passes, the loop's own rate
-// limiter, panics recovered, leader election). Its watches add the keys of CONTRACT §2,
+// limiter, panics recovered, leader election). Its watches add the keys of docs/design.md,
 // "Events that add a key": Releases and ReleaseInventories (filtered by
 // base.ReleasePredicate and base.InventoryPredicate), rule sets and Clusters (fanned out
 // to their Releases, Clusters through the Release-by-Cluster field index); changes of
@@ -148,7 +148,7 @@ func (h *HealthController) SetupWithManager(ctx context.Context, mgr manager.Man
 	return r, nil
 }
 
-// syncHandler does one pass for the Release key namespace/name (spec/health-loop.txt,
+// syncHandler does one pass for the Release key namespace/name (docs/design.md,
 // "One pass"). It computes first and writes last: it polls the hooks and assesses the
 // entries without writing, then applies the hooks, the entries and the Healthy
 // condition in that order, each write carrying the resourceVersion that the previous

@@ -1,4 +1,4 @@
-// Package health is the health loop of convoy-observer (spec/health-loop.txt): the
+// Package health is the health loop of convoy-observer (docs/design.md, "The health loop"): the
 // HealthController that, for every Release, reads the ReleaseInventory, reads each
 // recorded object from the target cluster, evaluates the CEL health rules, and writes
 // the result to the inventory entries and to the Release's Healthy condition with

@@ -47,7 +47,7 @@ const (
 // one ClusterReachable when it is back), from the replica that owns its shard; the
 // Releases' own Events about the outage and about the recovery that follows draw from
 // one token bucket per Cluster: clusterEventBurst at once, then one per
-// clusterEventEvery. A Release past the bucket still says why in its Healthy condition.
+// 1/clusterEventQPS seconds. A Release past the bucket still says why in its Healthy condition.
 const (
 	clusterEventBurst = 10
 	clusterEventQPS   = 0.1 // one per 10 s

@@ -45,10 +45,10 @@ var (
 )
 
 // pollHooks polls the workloads of the hooks in the pass's inventory (read from the
-// cache) and decides their state (spec "Hook polling"); writeHookStatus writes it. It
+// cache) and decides their state (docs/design.md, "Hook polling"); writeHookStatus writes it. It
 // polls a hook that has a workloadName and either no finishedAt or a createdAt after
 // its finishedAt (the controller-manager re-armed it). Polling errors are logged and
-// change nothing (spec "One pass" step 4).
+// change nothing (docs/design.md, "One pass" step 4).
 func (h *HealthController) pollHooks(ctx context.Context, rel *v1alpha1.Release, pi passInventory, cluster *v1alpha1.Cluster, clusterErr error) hookOutcome {
 	var out hookOutcome
 	if pi.inv == nil {
@@ -154,7 +154,7 @@ type hookPoll struct {
 }
 
 // pollHookWorkload reads the hook's Job or Pod from the target and decides its state
-// (CONTRACT §2, "Hook outcomes"): Job Complete=True ⇒ Succeeded, Failed=True ⇒ Failed;
+// (docs/design.md, "Hook outcomes"): Job Complete=True ⇒ Succeeded, Failed=True ⇒ Failed;
 // Pod phase Succeeded or Failed; otherwise Failed when now − createdAt ≥ timeout,
 // Failed "workload not found" when it is gone, else Running. A terminal state never
 // regresses: when the workload of a hook that already finished is gone (and createdAt
@@ -291,7 +291,7 @@ func shortDuration(d time.Duration) string {
 // hookStatus is the hooks list that writeHookStatus applies: state, message and
 // finishedAt of every recorded hook that has a state (not only the polled ones). It is
 // nil when the observer already owns exactly these values, so once every hook has
-// finished the loop stops writing to the inventory (spec "Deletion"); stale (the
+// finished the loop stops writing to the inventory (docs/design.md, "Deletion"); stale (the
 // observer still owns a hook the controller-manager dropped) forces a write that lets go.
 func hookStatus(own *inventory.Ownership, before, after []v1alpha1.HookEntry, stale bool) []any {
 	changed := stale

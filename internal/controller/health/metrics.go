@@ -22,7 +22,7 @@ var (
 		Help: "Health passes whose assessment failed: rules that do not compile, a missing or unreachable Cluster.",
 	}, []string{"namespace", "release"})
 
-	// syncRequests counts the POST …/sync requests by result (ok, error).
+	// syncRequests counts the POST …/sync requests by result (ok, error, gone: the Release no longer exists).
 	syncRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "convoy_observer_sync_requests_total",
 		Help: "Sync requests sent to convoy-api to wake the controller-manager, by result.",

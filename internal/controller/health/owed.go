@@ -24,7 +24,7 @@ import (
 // together, and every later apply of the observer carries it while the debt is unpaid
 // (Server-Side Apply would remove a field that its only owner stops sending). Its
 // removal costs no write either: the record holds the Release's sync annotation
-// (v1alpha1.SyncRequestedAtAnnotation, which the /sync endpoint sets, CONTRACT §1) as
+// (v1alpha1.SyncRequestedAtAnnotation, which the /sync endpoint sets, docs/design.md, "Objects and owners") as
 // the API server had it just before the state was written, so any later sync request
 // shows as a different annotation and the debt reads as paid, in this process or the
 // next one. A paid record stays until the next apply of its field manager drops it.
@@ -33,7 +33,7 @@ import (
 // record, sends nothing. One window remains: a sync request that another client sends
 // between that read and the state write (milliseconds) reads as the payment although it
 // came before the state; it did wake the controller-manager, and a change of an entry's
-// state wakes it anyway (spec "Wake the controller").
+// state wakes it anyway (docs/design.md, "Wake the controller").
 //
 // A record without that baseline (written by an older observer) reads as unpaid; once
 // paid, one JSON patch under the field manager convoy-sync-owed removes it, only if it

@@ -7,7 +7,7 @@ import (
 	"github.com/kumodo/convoy-observer/internal/controller/base"
 )
 
-// Pending targets of the re-check backoff (spec "Re-check backoff").
+// Pending targets of the re-check backoff (docs/design.md, "Re-check backoff").
 const (
 	targetRenderPending = "render-pending"
 	// targetAssessment is pending while assess fails (a compile error, a missing or
@@ -18,7 +18,7 @@ const (
 func targetObject(key string) string { return "object:" + key }
 func targetHook(name string) string  { return "hook:" + name }
 
-// Re-check backoff: 2s, 4s, 8s, 16s, then 32s for every later attempt (CONTRACT §2),
+// Re-check backoff: 2s, 4s, 8s, 16s, then 32s for every later attempt,
 // capped at syncPolicy.interval when set, then stretched by a jitter factor in [1.0, 1.2).
 const (
 	recheckBase      = 2 * time.Second
@@ -29,7 +29,7 @@ const (
 
 // progressBackoff converts an attempt count (1 for the first pass that finds a target
 // pending) into a delay: 2s << (count-1), at most 32s, at most interval when interval
-// > 0. It saturates: no count overflows (shared/cases 23).
+// > 0. It saturates: no count overflows.
 func progressBackoff(count int, interval time.Duration) time.Duration {
 	if count < 1 {
 		count = 1
@@ -60,7 +60,7 @@ func (a *assessment) pendingTargets(hs healthStatus) []string {
 	return out
 }
 
-// scheduleHealthRecheck chooses the delay of key's next pass (spec "Re-check backoff").
+// scheduleHealthRecheck chooses the delay of key's next pass (docs/design.md, "Re-check backoff").
 // Each pending target's attempt count goes up by one and the counts of targets that are
 // no longer pending are cleared; the shortest delay wins, so a new pending target brings
 // the delay back to 2s. With no pending target the counts clear and the key comes back

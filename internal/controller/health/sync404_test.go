@@ -1,7 +1,6 @@
 package health
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"testing"
@@ -16,18 +15,13 @@ import (
 )
 
 // TestReleaseGone: only a NotFound Status that names the Release drops the edge, from a
-// direct --sync-url (an HTTPError with the Status as its body) or through the
-// kube-apiserver (an APIStatus).
+// direct --sync-url or through the kube-apiserver (both an APIStatus).
 func TestReleaseGone(t *testing.T) {
 	t.Parallel()
 	releases := schema.GroupResource{Group: v1alpha1.GroupVersion.Group, Resource: "releases"}
-	body := func(st metav1.Status) string {
-		st.Kind, st.APIVersion = "Status", "v1"
-		b, _ := json.Marshal(st)
-		return string(b)
-	}
-	httpErr := func(code int, b string) error {
-		return fmt.Errorf("waking: %w", &subresources.HTTPError{Method: "POST", URL: "http://x/sync", StatusCode: code, Body: b})
+	status := func(code int32, st metav1.Status) error {
+		st.Code = code
+		return fmt.Errorf("waking: %w", &apierrors.StatusError{ErrStatus: st})
 	}
 	gone := apierrors.NewNotFound(releases, "app").Status()
 	other := apierrors.NewNotFound(releases, "other").Status()
@@ -38,12 +32,11 @@ func TestReleaseGone(t *testing.T) {
 		err  error
 		want bool
 	}{
-		{"convoy-api: release not found", httpErr(404, body(gone)), true},
-		{"convoy-api: another release", httpErr(404, body(other)), false},
-		{"convoy-api: no such path", httpErr(404, body(noRoute)), false},
-		{"plain-text 404 (wrong --sync-url)", httpErr(404, "404 page not found"), false},
-		{"Status body on a 500", httpErr(500, body(gone)), false},
-		{"another kind named app", httpErr(404, body(apierrors.NewNotFound(schema.GroupResource{Resource: "configmaps"}, "app").Status())), false},
+		{"convoy-api: release not found", status(404, gone), true},
+		{"convoy-api: another release", status(404, other), false},
+		{"convoy-api: no such path", status(404, noRoute), false},
+		{"Status body on a 500", status(500, gone), false},
+		{"another kind named app", status(404, apierrors.NewNotFound(schema.GroupResource{Resource: "configmaps"}, "app").Status()), false},
 		{"kube-apiserver: release not found", fmt.Errorf("waking: %w", apierrors.NewNotFound(releases, "app")), true},
 		{"kube-apiserver: unknown path", apierrors.NewNotFound(schema.GroupResource{}, ""), false},
 		{"client-go made the Status up", apierrors.NewGenericServerResponse(404, "post", releases, "app", "404 page not found", 0, true), false},

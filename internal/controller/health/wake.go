@@ -2,7 +2,6 @@ package health
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -15,10 +14,9 @@ import (
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
 	"github.com/kumodo/convoy-observer/internal/controller/base"
-	"github.com/kumodo/convoy-observer/internal/subresources"
 )
 
-// edges are the edge triggers of one pass (spec "Wake the controller").
+// edges are the edge triggers of one pass (docs/design.md, "Wake the controller").
 type edges struct {
 	waveCompleted  bool
 	renderAdvanced bool
@@ -56,7 +54,7 @@ func (h *HealthController) wake(ctx context.Context, rel *v1alpha1.Release, e ed
 	log := h.logFrom(ctx).WithValues("waveCompleted", e.waveCompleted, "renderAdvanced", e.renderAdvanced, "hooksFinished", e.hooksFinished, "retry", retry)
 	if h.Waker == nil {
 		h.disarmWake(key)
-		log.Info("edge reached, but no --sync-url is set: the controller-manager is not woken")
+		log.Info("edge reached, but sync requests are disabled (--disable-sync): the controller-manager is not woken")
 		return true, nil
 	}
 	err = h.Waker.RequestSync(ctx, rel.Namespace, rel.Name)
@@ -87,30 +85,17 @@ func (h *HealthController) disarmWake(key string) {
 
 // releaseGone reports whether err, the error of a sync request for the Release name,
 // says that this Release does not exist: a metav1.Status of reason NotFound whose
-// details name it (kind releases or Release or none; group convoy.kumodo.io or none). It
-// accepts the *subresources.HTTPError of a direct --sync-url (the Status is its body)
-// and an apierrors.APIStatus (the request went through the kube-apiserver). Any other
-// 404 — a wrong --sync-url path, an APIService that is not served — is an error: the
-// edge is kept and the request retried.
+// details name it (kind releases or Release or none; group convoy.kumodo.io or none),
+// as an apierrors.APIStatus (subresources.Client returns one, through the kube-apiserver
+// or from a direct --sync-url). Any other 404 — a wrong --sync-url path, an APIService
+// that is not served — is an error: the edge is kept and the request retried.
 func releaseGone(err error, name string) bool {
-	var st *metav1.Status
-	var httpErr *subresources.HTTPError
 	var apiStatus apierrors.APIStatus
-	switch {
-	case errors.As(err, &httpErr):
-		if httpErr.StatusCode != http.StatusNotFound {
-			return false
-		}
-		st = &metav1.Status{}
-		if json.Unmarshal([]byte(httpErr.Body), st) != nil || st.Kind != "Status" {
-			return false
-		}
-	case errors.As(err, &apiStatus):
-		s := apiStatus.Status()
-		st = &s
-	default:
+	if !errors.As(err, &apiStatus) {
 		return false
 	}
+	s := apiStatus.Status()
+	st := &s
 	if st.Reason != metav1.StatusReasonNotFound || (st.Code != 0 && st.Code != http.StatusNotFound) || st.Details == nil {
 		return false
 	}

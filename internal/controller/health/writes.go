@@ -21,7 +21,7 @@ import (
 
 // writeInventoryHealth applies each recorded entry's keys, state, message,
 // firstUnhealthy and assessedRenderRef under the field manager convoy-health-inventory
-// (spec "Writes"). It sends only entries that the controller-manager records, so an
+// (docs/design.md, "The write protocol"). It sends only entries that the controller-manager records, so an
 // entry that it dropped is released and vanishes. An empty set writes nothing, unless
 // the observer still owns a dropped entry: then it applies the empty list to let go.
 // It skips the write when the observer already owns exactly these values. rv is the
@@ -159,7 +159,7 @@ func assessFailed(rel *v1alpha1.Release, err error) healthStatus {
 		message: assessFailedPrefix + err.Error(), summary: rel.Status.HealthSummary.DeepCopy(), cause: err}
 }
 
-// healthStatus derives the Healthy condition from the entries (CONTRACT §2, "Healthy
+// healthStatus derives the Healthy condition from the entries (docs/design.md, "Healthy
 // condition"), in the table's order.
 func (a *assessment) healthStatus(rel *v1alpha1.Release) healthStatus {
 	entries := make([]v1alpha1.InventoryEntry, len(a.entries))
@@ -211,8 +211,8 @@ func (a *assessment) healthStatus(rel *v1alpha1.Release) healthStatus {
 }
 
 // writeHealth applies the Healthy condition and healthSummary to rel's status under the
-// field manager convoy-health, with force: the observer is their only owner (shared/cases
-// 21). It skips the write when nothing changed; lastTransitionTime moves only when the
+// field manager convoy-health, with force: the observer is their only owner, and an earlier
+// Update under the same name would otherwise conflict. It skips the write when nothing changed; lastTransitionTime moves only when the
 // status does.
 func (h *HealthController) writeHealth(ctx context.Context, rel *v1alpha1.Release, hs healthStatus) error {
 	recordSummary(rel.Namespace, rel.Name, hs.summary)

@@ -12,7 +12,7 @@ import (
 // GetOpenAPIDefinitions returns the OpenAPI definitions of every type that convoy-api's
 // routes name: the meta types (generated in k8s.io/apiextensions-apiserver, which
 // covers all of k8s.io/apimachinery's) and the bodies of /sync and /health, described
-// here from the Go types of package subresources (CONTRACT §2).
+// here from the Go types of package subresources (docs/design.md, "Sync and health endpoints").
 func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenAPIDefinition {
 	defs := generatedopenapi.GetOpenAPIDefinitions(ref)
 	timeRef := metav1.Time{}.OpenAPIModelName()

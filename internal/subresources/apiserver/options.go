@@ -105,7 +105,7 @@ func (o *Options) Complete() error {
 	return o.SecureServing.MaybeDefaultWithSelfSignedCerts("localhost", nil, []net.IP{net.ParseIP("127.0.0.1")})
 }
 
-// restConfig loads --kubeconfig, or the in-cluster config without it (CONTRACT §2: no
+// restConfig loads --kubeconfig, or the in-cluster config without it (no
 // other fallback), with the client limits.
 func (o *Options) restConfig() (*rest.Config, error) {
 	var cfg *rest.Config

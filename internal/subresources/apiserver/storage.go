@@ -29,7 +29,7 @@ func (releasesREST) GetSingularName() string { return "release" }
 // subresourceREST serves one subresource (sync or health) of releases as a
 // rest.Connecter: the generic server has authenticated and authorized the request
 // (verb create for POST, get for GET, on releases/<subresource>) before Connect is
-// called, and the subresources.Handler then answers exactly as CONTRACT §2 says (its
+// called, and the subresources.Handler then answers exactly as docs/design.md, "Sync and health endpoints" says (its
 // status codes, bodies and metav1.Status errors).
 type subresourceREST struct {
 	kind     string
