@@ -121,24 +121,25 @@ func missingReasons(events []eventsv1.Event, want ...string) []string {
 }
 
 // showEvents prints the Events of the Release, kubectl-describe style, once the ones the
-// scenario must have produced are there (the recorder sends them asynchronously):
-// Healthy after r1, HookSucceeded, Degraded at r2.
+// scenario must have produced are there: Healthy after r1 (also when the Release's first
+// condition was Healthy already), HookSucceeded, Degraded at r2. The recorder sends them
+// asynchronously, so it waits for them as long as the scenario may run (ctx), not for a
+// fixed time: a slow machine delays them, it does not lose them.
 func showEvents(ctx context.Context, c client.Client, namespace, name string, out io.Writer) error {
 	want := []string{"Healthy", "HookSucceeded", "Degraded"}
 	var events []eventsv1.Event
 	var missing []string
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	for waiting := true; waiting; {
 		var err error
 		if events, err = releaseEvents(ctx, c, namespace, name); err != nil {
 			return err
 		}
-		if missing = missingReasons(events, want...); len(missing) == 0 || time.Now().After(deadline) {
+		if missing = missingReasons(events, want...); len(missing) == 0 {
 			break
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			waiting = false
 		case <-time.After(500 * time.Millisecond):
 		}
 	}

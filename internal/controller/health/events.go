@@ -21,7 +21,7 @@ import (
 // Reasons of the Kubernetes Events (events.k8s.io/v1) that the health loop records. They
 // are recorded on edges only, never once per steady pass (docs/operations.md, "Events").
 const (
-	EventHealthy            = "Healthy"            // Normal: Healthy again, or Healthy at a new render
+	EventHealthy            = "Healthy"            // Normal: Healthy for the first time, again, or at a new render
 	EventProgressing        = "Progressing"        // Normal: was Healthy, now Progressing
 	EventDegraded           = "Degraded"           // Warning: an entry turned Degraded
 	EventUnknown            = "Unknown"            // Warning: an entry turned Unknown (not found, unreadable, evaluation error)
@@ -175,7 +175,9 @@ func (h *HealthController) recordHealthEvents(ctx context.Context, rel *v1alpha1
 	eventType, reason := corev1.EventTypeWarning, ""
 	note := hs.message
 	switch {
-	case kind == v1alpha1.ReasonHealthy && prevKind != "" && prevKind != v1alpha1.ReasonNotConfigured:
+	case kind == v1alpha1.ReasonHealthy:
+		// From any other kind, the first condition of a Release included: kubectl
+		// describe then always says when it became Healthy.
 		eventType, reason = corev1.EventTypeNormal, EventHealthy
 	case kind == v1alpha1.ReasonProgressing && prevKind == v1alpha1.ReasonHealthy:
 		eventType, reason = corev1.EventTypeNormal, EventProgressing

@@ -117,6 +117,24 @@ func TestEventsOnHealthEdges(t *testing.T) {
 	}
 }
 
+// TestEventOnFirstCondition: a Release whose first condition is already Healthy (its
+// objects were ready before the first pass) gets a Healthy Event, as for every edge;
+// a steady pass after it records nothing more.
+func TestEventOnFirstCondition(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.withEvents()
+	f.readyRelease(time.Minute, 0)
+	f.configMap("a", "true")
+	f.inventory(cm("a", 0, "r1"))
+	f.lastAttempted("r1")
+
+	f.pass()
+	f.expectCondition(metav1.ConditionTrue, v1alpha1.ReasonHealthy)
+	f.pass()
+	f.expectEvents("Release", f.rel, "Healthy: 1/1 healthy")
+}
+
 // TestEventsOfHooks: one Event per hook that finishes, by outcome.
 func TestEventsOfHooks(t *testing.T) {
 	t.Parallel()
