@@ -122,7 +122,7 @@ func TestGuardedProgramsAgreeWithCEL(t *testing.T) {
 		}
 		for _, obj := range objects {
 			want, _, werr := plain.Eval(map[string]any{objectVariable: obj})
-			got, gerr := run(guarded, &evalActivation{object: obj})
+			got, gerr := run(nil, guarded, &evalActivation{object: obj})
 			if !sameResult(want, werr, got, gerr) {
 				t.Errorf("%s on %v/%v:\n  cel-go  %v %v\n  guarded %v %v", strings.TrimSpace(expr), obj["kind"],
 					nameOf(obj), want, werr, got, gerr)

@@ -18,9 +18,11 @@ const objectVariable = "object"
 
 // CostLimit is the cost budget of one evaluation of one expression, in CEL cost units.
 // It is Kubernetes' per-call limit for CEL validation rules (about 0.1 s of CPU). Every
-// library call is charged from the sizes of its arguments before it runs, so no single
-// call can outgrow the budget; an expression that would exceed it stops with an
-// evaluation error ending in "cost limit exceeded" instead of running on.
+// library call is charged from its arguments before it runs (their sizes, and their
+// content where the work depends on it: quantity exponents, regular expression programs;
+// see bounds.go and docs/rules.md), so no single call can outgrow the budget; an
+// expression that would exceed it stops with an evaluation error ending in "cost limit
+// exceeded" instead of running on.
 const CostLimit = celconfig.PerCallLimit
 
 // CompatibilityVersion is the Kubernetes version whose CEL base environment the rules

@@ -323,12 +323,16 @@ func compile(env *celEnv, expr string) (cel.Program, error) {
 		return nil, iss.Err()
 	}
 	guard := guardDecorator(env.overloads, hasComprehension(ast.NativeRep().Expr()))
-	prg, err := env.plan.PlanProgram(ast.NativeRep(), cel.CustomDecoratorV2(guard))
+	prg, err := env.plan.PlanProgram(ast.NativeRep(), cel.CustomDecoratorV2(guard), cel.InterruptCheckFrequency(interruptCheckFrequency))
 	if err != nil {
 		return nil, fmt.Errorf("planning the program: %w", err)
 	}
 	return prg, nil
 }
+
+// interruptCheckFrequency is how many comprehension iterations or charged calls pass
+// between two looks at the context of EvaluateContext.
+const interruptCheckFrequency = 64
 
 // hasComprehension reports whether e contains a comprehension (all, exists, map,
 // filter, cel.bind, ...): the only way an expression repeats work.
@@ -371,13 +375,13 @@ func (e *Evaluator) Evaluate(apiVersion, resource string, object map[string]any)
 	return r
 }
 
-// EvaluateContext is Evaluate for a caller with a deadline, such as a request that
-// explains entries: it checks ctx before each expression and, once ctx is done, stops
-// and returns ctx.Err() and no Result. An expression that started before then still
-// runs to its end or to CostLimit (a failing rule's messageExpression too), so the
-// evaluation ends at most two expressions' budgets after ctx. A rule set can hold many
-// expressions that each pass just within CostLimit, so without a deadline one object
-// can take seconds.
+// EvaluateContext is Evaluate for a caller with a deadline or a cancellation, such as a
+// request that explains entries or a command line that got SIGTERM: once ctx is done it
+// stops and returns ctx.Err() and no Result. It stops in the middle of an expression,
+// too: every 64 comprehension iterations, charged calls or runes a regular expression
+// reads, the evaluation looks at ctx, so it ends within about a millisecond of ctx
+// whatever the rules do. A rule set can hold many expressions that each pass just within
+// CostLimit, so without a deadline one object can take seconds.
 func (e *Evaluator) EvaluateContext(ctx context.Context, apiVersion, resource string, object map[string]any) (Result, error) {
 	return e.evaluate(ctx, apiVersion, resource, object)
 }
@@ -399,7 +403,12 @@ func (e *Evaluator) evaluate(ctx context.Context, apiVersion, resource string, o
 		if ctx != nil && ctx.Err() != nil {
 			return Result{}, ctx.Err()
 		}
-		out, err := run(r.rule, act)
+		out, err := run(ctx, r.rule, act)
+		if ctx != nil && ctx.Err() != nil {
+			// Interrupted: whatever the expression returned (an && or || can absorb an
+			// interrupted comprehension) is not a verdict.
+			return Result{}, ctx.Err()
+		}
 		if err != nil {
 			return r.result(Error, evaluationErrorPrefix+err.Error(), len(rules)), nil
 		}
@@ -408,14 +417,19 @@ func (e *Evaluator) evaluate(ctx context.Context, apiVersion, resource string, o
 			return r.result(Error, fmt.Sprintf("%sruleExpression returned %s, not bool", evaluationErrorPrefix, typeName(out)), len(rules)), nil
 		}
 		if !ok {
-			return r.result(Fail, r.failureMessage(act), len(rules)), nil
+			msg := r.failureMessage(ctx, act)
+			if ctx != nil && ctx.Err() != nil {
+				return Result{}, ctx.Err()
+			}
+			return r.result(Fail, msg, len(rules)), nil
 		}
 	}
 	return passedResult(len(rules)), nil
 }
 
-// run evaluates one expression with a fresh budget; a panic becomes an error.
-func run(p cel.Program, act *evalActivation) (out ref.Val, err error) {
+// run evaluates one expression with a fresh budget, interrupted once ctx (when not nil)
+// is done; a panic becomes an error.
+func run(ctx context.Context, p cel.Program, act *evalActivation) (out ref.Val, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			out, err = nil, fmt.Errorf("internal error: %v", r)
@@ -423,17 +437,21 @@ func run(p cel.Program, act *evalActivation) (out ref.Val, err error) {
 	}()
 	act.remaining = CostLimit
 	act.prefixes.epoch++ // forget the parent maps of the previous evaluation
-	out, _, err = p.Eval(act)
+	if ctx != nil {
+		out, _, err = p.ContextEval(ctx, act)
+	} else {
+		out, _, err = p.Eval(act)
+	}
 	return out, err
 }
 
 // failureMessage evaluates the rule's messageExpression, or falls back to the general
 // message when there is none, it errors, or it does not return a string.
-func (r *compiledRule) failureMessage(act *evalActivation) string {
+func (r *compiledRule) failureMessage(ctx context.Context, act *evalActivation) string {
 	if r.message == nil {
 		return r.generalMsg
 	}
-	out, err := run(r.message, act)
+	out, err := run(ctx, r.message, act)
 	if err != nil {
 		return r.generalMsg
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/common/types/traits"
 	"github.com/google/cel-go/interpreter"
+	apiservercel "k8s.io/apiserver/pkg/cel"
 )
 
 // The call guard bounds every library call of a rule before it runs.
@@ -32,22 +33,26 @@ import (
 type costClass uint8
 
 const (
-	costLinear    costClass = iota // work and result ≤ the arguments' sizes
-	costCompare                    // ==, <, ...: ≤ the smaller argument
-	costAdd                        // +: strings and bytes copy both; lists concatenate lazily
-	costSize                       // size(): counts the runes of a string
-	costReplace                    // string replace
-	costSplit                      // string split
-	costJoin                       // list join
-	costIndexOf                    // string indexOf / lastIndexOf: runes and a naive search
-	costRegex                      // matches, find, findAll
-	costFormat                     // string format
-	costQuote                      // strings.quote: escapes can grow a byte to \u00XX
-	costRange                      // lists.range(n): n elements
-	costQuadratic                  // sets.*, distinct: every element against every other
-	costSort                       // sort: n log n comparisons
-	costParse                      // parsers: error messages quote the input, a unit a byte
-	costRunes                      // string functions that convert to []rune first
+	costLinear       costClass = iota // work and result ≤ the arguments' sizes
+	costCompare                       // ==, <, ...: ≤ the smaller argument
+	costAdd                           // +: strings and bytes copy both; lists concatenate lazily
+	costSize                          // size(): counts the runes of a string
+	costReplace                       // string replace
+	costSplit                         // string split
+	costJoin                          // list join
+	costIndexOf                       // string indexOf / lastIndexOf: runes and a naive search
+	costFormat                        // string format
+	costQuote                         // strings.quote: escapes can grow a byte to \u00XX
+	costRange                         // lists.range(n): n elements
+	costQuadratic                     // sets.*, distinct: every element against every other
+	costSort                          // sort: n log n comparisons
+	costParse                         // parsers: error messages quote the input, a unit a byte
+	costRunes                         // string functions that convert to []rune first
+	costQuantity                      // quantity(), isQuantity(): bounded and charged by boundedQuantityCall
+	costRegexBounded                  // matches, find, findAll: compiled and run by boundedRegexCall
+	costQuantityOp                    // methods of quantities (and semvers, which share names)
+	costFlatten                       // flatten(list, depth)
+	costTimestampGet                  // timestamp accessors: a time zone name costs tzUnits
 )
 
 // unguarded are the functions whose cost does not depend on their arguments.
@@ -74,20 +79,29 @@ var costClasses = map[string]costClass{
 	"join":        costJoin,
 	"indexOf":     costIndexOf,
 	"lastIndexOf": costIndexOf,
-	"matches":     costRegex, "find": costRegex, "findAll": costRegex,
-	"format":          costFormat,
-	"strings.quote":   costQuote,
-	"lists.range":     costRange,
-	"sets.contains":   costQuadratic,
-	"sets.equivalent": costQuadratic,
-	"sets.intersects": costQuadratic,
-	"distinct":        costQuadratic,
-	"sort":            costSort,
+	"matches":     costRegexBounded, "find": costRegexBounded, "findAll": costRegexBounded,
+	"format":                costFormat,
+	"strings.quote":         costQuote,
+	"lists.range":           costRange,
+	"sets.contains":         costQuadratic,
+	"sets.equivalent":       costQuadratic,
+	"sets.intersects":       costQuadratic,
+	"distinct":              costQuadratic,
+	"sort":                  costSort,
+	"@sortByAssociatedKeys": costSort,
+	"flatten":               costFlatten,
+	"add":                   costQuantityOp, "sub": costQuantityOp, "compareTo": costQuantityOp,
+	"isGreaterThan": costQuantityOp, "isLessThan": costQuantityOp, "asInteger": costQuantityOp,
+	"asApproximateFloat": costQuantityOp, "isInteger": costQuantityOp, "sign": costQuantityOp,
+	"getDate": costTimestampGet, "getDayOfMonth": costTimestampGet, "getDayOfWeek": costTimestampGet,
+	"getDayOfYear": costTimestampGet, "getFullYear": costTimestampGet, "getHours": costTimestampGet,
+	"getMilliseconds": costTimestampGet, "getMinutes": costTimestampGet, "getMonth": costTimestampGet,
+	"getSeconds": costTimestampGet,
 	// Parsers and validators allocate several times their input (runes, error messages
 	// that quote it): a whole unit per byte.
 	"ip": costParse, "isIP": costParse, "ip.isCanonical": costParse, "cidr": costParse,
 	"isCIDR": costParse, "url": costParse, "isURL": costParse, "semver": costParse,
-	"isSemver": costParse, "quantity": costParse, "isQuantity": costParse,
+	"isSemver": costParse, "quantity": costQuantity, "isQuantity": costQuantity,
 	"timestamp": costParse, "duration": costParse, "int": costParse, "uint": costParse,
 	"double": costParse, "bool": costParse, "validate": costParse,
 	"containsIP": costParse, "containsCIDR": costParse,
@@ -142,8 +156,25 @@ func budgetOf(act interpreter.Activation) *evalActivation {
 	return nil
 }
 
-// charge takes cost from the budget of the evaluation, or stops it.
+// interrupted is the panic that stops an evaluation whose context is done (see
+// Evaluator.EvaluateContext); cel-go's Eval recovers it into an error.
+var interrupted = interpreter.EvalCancelledError{
+	Cause:   interpreter.ContextCancelled,
+	Message: "operation interrupted",
+}
+
+// checkInterrupt stops the evaluation when its context is done. It looks at the context
+// every interruptCheckFrequency calls (cel-go's own counter, shared with comprehensions).
+func checkInterrupt(act interpreter.Activation) {
+	if f, ok := act.(*interpreter.ExecutionFrame); ok && f != nil && f.CheckInterrupt() {
+		panic(interrupted)
+	}
+}
+
+// charge takes cost from the budget of the evaluation, or stops it; it stops it too
+// when the evaluation's context is done.
 func charge(act interpreter.Activation, cost uint64) {
+	checkInterrupt(act)
 	a := budgetOf(act)
 	if a == nil {
 		if cost > CostLimit {
@@ -307,6 +338,11 @@ func (g *guardedCall) Exec(f *interpreter.ExecutionFrame) ref.Val {
 		if types.IsUnknownOrError(a) {
 			return a
 		}
+		if g.class == costQuantity && g.impl != nil && g.impl.Unary != nil {
+			if r := boundedQuantityCall(f, g.function, a, g.impl.Unary); r != nil {
+				return types.LabelErrNode(g.id, r)
+			}
+		}
 		charge(f, g.cost(f, a, nil, nil))
 		if g.impl != nil && g.impl.Unary != nil && g.accepts(a) {
 			return types.LabelErrNode(g.id, g.impl.Unary(a))
@@ -320,6 +356,11 @@ func (g *guardedCall) Exec(f *interpreter.ExecutionFrame) ref.Val {
 		}
 		if types.IsUnknownOrError(b) {
 			return b
+		}
+		if g.class == costRegexBounded {
+			if r := boundedRegexCall(f, g.function, []ref.Val{a, b}); r != nil {
+				return types.LabelErrNode(g.id, r)
+			}
 		}
 		if !(g.eq && isScalar(a) && isScalar(b)) { // comparing two numbers costs nothing
 			charge(f, g.cost(f, a, b, nil))
@@ -340,6 +381,11 @@ func (g *guardedCall) Exec(f *interpreter.ExecutionFrame) ref.Val {
 			vals[i] = arg.Exec(f)
 			if types.IsUnknownOrError(vals[i]) {
 				return vals[i]
+			}
+		}
+		if g.class == costRegexBounded {
+			if r := boundedRegexCall(f, g.function, vals); r != nil {
+				return types.LabelErrNode(g.id, r)
 			}
 		}
 		var a, b ref.Val
@@ -391,6 +437,9 @@ func (g *guardedCall) cost(f *interpreter.ExecutionFrame, a, b ref.Val, rest []r
 	units := func(n uint64) uint64 { return 1 + n/traversalFactor }
 	switch g.class {
 	case costCompare:
+		if isQuantity(a) || isQuantity(b) {
+			return quantityOpCost(a, b)
+		}
 		if isScalar(a) || isScalar(b) {
 			return 1
 		}
@@ -442,12 +491,6 @@ func (g *guardedCall) cost(f *interpreter.ExecutionFrame, a, b ref.Val, rest []r
 		sub := str(b)
 		// []rune of both (4 bytes a rune) and a naive search of every offset.
 		return units(4*uint64(len(s)+len(sub)) + sat(uint64(len(s)), uint64(max(len(sub), 1))))
-	case costRegex:
-		s, re := str(a), str(b)
-		// RE2 is linear in the input for one pattern state; a pattern of n bytes has
-		// at most about n/4 states (cel-go's RegexStringLengthCostFactor), plus its
-		// compilation; findAll returns at most one match per byte.
-		return units(sat(uint64(len(s))+1, 1+uint64(len(re))/4)+uint64(len(re))) + uint64(len(s))
 	case costFormat:
 		// Every argument printed in full (a number up to 32 bytes), plus the widest
 		// precision the format string could ask for once per verb.
@@ -473,6 +516,21 @@ func (g *guardedCall) cost(f *interpreter.ExecutionFrame, a, b ref.Val, rest []r
 			return units(sat(size(a), count(a)+1))
 		}
 		return units(sat(size(a), count(b)+1))
+	case costQuantityOp:
+		if isQuantity(a) || isQuantity(b) {
+			return quantityOpCost(a, b)
+		}
+		return units(size(a) + size(b)) // semver's methods of the same names
+	case costFlatten:
+		return flattenCost(f, a, b)
+	case costTimestampGet:
+		if _, ok := b.(types.String); ok {
+			return tzUnits + size(b) // the name is copied into every path tried
+		}
+		return 1
+	case costQuantity, costRegexBounded:
+		// Arguments the bounded calls do not take: the implementation reports them.
+		return units(size(a) + size(b))
 	case costSort:
 		return units(sat(size(a), uint64(bits.Len64(count(a))+1)))
 	default:
@@ -505,6 +563,12 @@ func count(v ref.Val) uint64 {
 func str(v ref.Val) string {
 	s, _ := v.(types.String)
 	return string(s)
+}
+
+// isQuantity reports whether v is a Kubernetes quantity.
+func isQuantity(v ref.Val) bool {
+	_, ok := v.(apiservercel.Quantity)
+	return ok
 }
 
 // isScalar reports whether v is a value whose comparison is O(1).

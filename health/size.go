@@ -6,6 +6,7 @@ import (
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/common/types/traits"
+	apiservercel "k8s.io/apiserver/pkg/cel"
 )
 
 // concatListType is the type of the lazy list that CEL's list + list returns. Its
@@ -35,9 +36,28 @@ func sizeOf(v ref.Val, limit uint64) uint64 {
 	if reflect.TypeOf(v) == concatListType {
 		return sizeOfLister(v.(traits.Lister), limit)
 	}
-	switch v.(type) {
+	switch t := v.(type) {
 	case traits.Lister, traits.Mapper:
 		return sizeOfNative(v.Value(), limit)
+	case apiservercel.URL:
+		// Its accessors re-read the parts (getQuery parses the query on every call).
+		if t.URL == nil {
+			return 1
+		}
+		return uint64(1 + len(t.Scheme) + len(t.Opaque) + len(t.Host) + len(t.Path) + len(t.RawPath) + len(t.RawQuery) + len(t.Fragment) + len(t.RawFragment))
+	case apiservercel.Semver:
+		// Comparisons walk the pre-release identifiers.
+		n := uint64(1)
+		for _, p := range t.Pre {
+			n += uint64(len(p.VersionStr)) + 1
+		}
+		for _, b := range t.Build {
+			n += uint64(len(b)) + 1
+		}
+		return n
+	case apiservercel.Quantity:
+		d, _ := quantityDigits(t)
+		return d
 	}
 	return 1
 }
