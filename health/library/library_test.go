@@ -90,6 +90,9 @@ var resources = map[string]string{
 	"PromotionStrategy": "promotionstrategies", "PullRequest": "pullrequests", "ScmProvider": "scmproviders",
 	"TimedCommitStatus": "timedcommitstatuses", "WebRequestCommitStatus": "webrequestcommitstatuses",
 	"Cluster": "clusters", "Machine": "machines", "MachineDeployment": "machinedeployments", "MachineSet": "machinesets", "MachinePool": "machinepools", "MachineHealthCheck": "machinehealthchecks", "ClusterResourceSet": "clusterresourcesets", "KubeadmControlPlane": "kubeadmcontrolplanes", "AWSManagedControlPlane": "awsmanagedcontrolplanes",
+	// Argo Rollouts, Argo CD, Argo Workflows, Argo Events
+	"AnalysisRun": "analysisruns", "Experiment": "experiments", "ApplicationSet": "applicationsets",
+	"Workflow": "workflows", "CronWorkflow": "cronworkflows", "EventBus": "eventbus",
 }
 
 func readObject(t *testing.T, path string) *unstructured.Unstructured {
