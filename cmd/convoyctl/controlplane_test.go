@@ -28,6 +28,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(runMainEnv) == "1" {
+		main() // the test binary stands for convoyctl (see convoyctlCommand)
+	}
 	code := m.Run()
 	if cpEnv != nil {
 		cpEnv.Stop()

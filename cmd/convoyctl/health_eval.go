@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -79,11 +80,14 @@ KIND=plural (or KIND.GROUP=plural; repeatable), then from the cluster's discover
 knows is an error (exit 2); with --guess-resources its resource is guessed from the kind
 instead, reported on stderr and as "resourceGuessed" in its line.
 
+SIGINT or SIGTERM stops the evaluation at once, even inside a rule: the lines printed
+are the objects evaluated before, and a message on stderr says how many of them.
+
 Exit status: 0 when every object was evaluated (whatever its state), 1 when a rule set
-does not compile, 2 on a usage error or unreadable input.`,
+does not compile, 2 on a usage error or unreadable input, 130 when interrupted.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return o.run(env)
+			return o.run(cmd.Context(), env)
 		},
 	}
 	f := cmd.Flags()
@@ -102,7 +106,7 @@ does not compile, 2 on a usage error or unreadable input.`,
 
 // run reads every input first (exit 2 on any problem), then compiles the rules (exit 1),
 // then evaluates and prints each object in file order.
-func (o *evalOptions) run(env *cliEnv) error {
+func (o *evalOptions) run(ctx context.Context, env *cliEnv) error {
 	var deadline *time.Duration
 	if o.deadline != "" {
 		d, err := time.ParseDuration(o.deadline)
@@ -175,7 +179,11 @@ func (o *evalOptions) run(env *cliEnv) error {
 	enc := json.NewEncoder(env.stdout)
 	enc.SetEscapeHTML(false)
 	for i := range objects {
-		if err := enc.Encode(evaluate(ev, &objects[i], mappings[i], anchor, deadline, now)); err != nil {
+		line, err := evaluate(ctx, ev, &objects[i], mappings[i], anchor, deadline, now)
+		if err != nil {
+			return &exitError{code: exitInterrupted, err: fmt.Errorf("interrupted: %d of %d objects evaluated", i, len(objects))}
+		}
+		if err := enc.Encode(line); err != nil {
 			return fmt.Errorf("writing the result: %w", err)
 		}
 	}
@@ -183,9 +191,13 @@ func (o *evalOptions) run(env *cliEnv) error {
 }
 
 // evaluate assesses one object as the health loop's assessItem does: the rules match the
-// object's apiVersion and its resource.
-func evaluate(ev *health.Evaluator, obj *unstructured.Unstructured, m resourceMapping, anchor *time.Time, deadline *time.Duration, now time.Time) evalLine {
-	r := ev.Evaluate(obj.GetAPIVersion(), m.resource, obj.Object)
+// object's apiVersion and its resource. It returns ctx's error, and no line, once ctx is
+// done.
+func evaluate(ctx context.Context, ev *health.Evaluator, obj *unstructured.Unstructured, m resourceMapping, anchor *time.Time, deadline *time.Duration, now time.Time) (evalLine, error) {
+	r, err := ev.EvaluateContext(ctx, obj.GetAPIVersion(), m.resource, obj.Object)
+	if err != nil {
+		return evalLine{}, err
+	}
 	state, _ := health.DeriveState(r, anchor, deadline, now)
 	line := evalLine{
 		APIVersion: obj.GetAPIVersion(),
@@ -201,7 +213,7 @@ func evaluate(ev *health.Evaluator, obj *unstructured.Unstructured, m resourceMa
 	if m.guessed {
 		line.ResourceGuessed = m.resource
 	}
-	return line
+	return line, nil
 }
 
 // objectName is namespace/name, or name for a cluster-scoped object.

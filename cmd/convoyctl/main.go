@@ -6,7 +6,7 @@
 // evaluates health rule sets against objects read from files, exactly as the health loop
 // does, and prints one JSON object per line (docs/design.md, "Command line"). Exit status:
 // 0 when everything was evaluated (whatever the states), 1 when a rule set does not
-// compile, 2 on a usage error or unreadable input.
+// compile, 2 on a usage error or unreadable input, 130 when SIGINT or SIGTERM stopped it.
 //
 //	convoyctl health lint FILE… [--kubeconfig F]
 //
@@ -41,6 +41,9 @@ const (
 	exitOK           = 0
 	exitCompileError = 1
 	exitUsage        = 2
+	// exitInterrupted: health eval stopped by SIGINT or SIGTERM (128 + SIGINT, as shells
+	// report an interrupted command).
+	exitInterrupted = 130
 )
 
 func main() {
