@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -37,6 +38,14 @@ object declared as the type of each resource the rule names, which finds a field
 does not exist (object.status.readyReplica), an operation on mismatched types
 (object.spec.replicas == 'three'), has() on a field whose parent may be absent and is
 not tested first, and a rule whose apiVersion and resource match nothing known.
+
+A wildcard rule (apiVersion "*", "GROUP/*", "*/VERSION", "*.SUFFIX/VERSION" or
+"*.SUFFIX/*", or resources holding "*") is type-checked against every resource it matches
+among those the schema sources know (the built-in kinds, the --schema CRDs, the
+cluster's served resources), and a note line names them: the resources it meets that no
+source knows are not type-checked. A rule meant for kinds that lack a field reads it
+through dyn(object) (dyn(object).?status.?conditions), which type-checks against all. A
+"*" anywhere else (such as "apps*/v1" or "deploy*") matches nothing and is an error.
 
 The schemas of the built-in kinds come from the Kubernetes API types compiled into
 convoyctl (no cluster needed), the aggregator's APIService and CustomResourceDefinition
@@ -101,8 +110,9 @@ finding, 2 on a usage error or unreadable input.`,
 // and --schema: the cluster's discovery says whether a resource is served and which kind
 // it holds, its /openapi/v3 gives the schema.
 type clusterSchemas struct {
-	mapper   meta.RESTMapper
-	resolver resolver.SchemaResolver
+	mapper    meta.RESTMapper
+	resolver  resolver.SchemaResolver
+	resources []schema.GroupVersionResource
 }
 
 func newClusterSchemas(kubeconfig string) (*clusterSchemas, error) {
@@ -119,8 +129,22 @@ func newClusterSchemas(kubeconfig string) (*clusterSchemas, error) {
 	if err != nil {
 		return nil, fmt.Errorf("discovering the cluster's resources: %w", err)
 	}
-	return &clusterSchemas{mapper: restmapper.NewDiscoveryRESTMapper(groups), resolver: &resolver.ClientDiscoveryResolver{Discovery: cached}}, nil
+	var served []schema.GroupVersionResource
+	for _, g := range groups {
+		for version, resources := range g.VersionedResources {
+			for _, r := range resources {
+				if !strings.Contains(r.Name, "/") { // not a subresource
+					served = append(served, schema.GroupVersionResource{Group: g.Group.Name, Version: version, Resource: r.Name})
+				}
+			}
+		}
+	}
+	return &clusterSchemas{mapper: restmapper.NewDiscoveryRESTMapper(groups), resolver: &resolver.ClientDiscoveryResolver{Discovery: cached},
+		resources: served}, nil
 }
+
+// Resources lists the resources the cluster serves, for wildcard rules (lint.Enumerator).
+func (c *clusterSchemas) Resources() []schema.GroupVersionResource { return c.resources }
 
 // Lookup asks the cluster.
 func (c *clusterSchemas) Lookup(gv schema.GroupVersion, resource string) (*spec.Schema, schema.GroupVersionKind, lint.Resolution, error) {

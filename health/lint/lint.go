@@ -22,8 +22,12 @@
 package lint
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"iter"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/google/cel-go/cel"
@@ -122,7 +126,7 @@ func lintSet(kind, namespace, name string, rules []extv1alpha1.RuleSpec, src Sch
 	var out []Finding
 	for i := range rules {
 		r := &rules[i]
-		add := func(sev Severity, field, format string, args ...any) {
+		var add addFunc = func(sev Severity, field, format string, args ...any) {
 			out = append(out, Finding{Severity: sev, RuleSet: id, Rule: i, Field: field, Message: fmt.Sprintf(format, args...)})
 		}
 		// Admission: the CRD's required fields.
@@ -148,12 +152,30 @@ func lintSet(kind, namespace, name string, rules []extv1alpha1.RuleSpec, src Sch
 			}
 			continue
 		}
+		pattern, misplaced := health.ParseAPIVersionPattern(r.APIVersion)
+		if misplaced {
+			add(Error, "apiVersion", "%q matches nothing: a \"*\" stands for a whole apiVersion (\"*\"), a whole version (\"GROUP/*\"), "+
+				"a whole group (\"*/VERSION\") or the start of a group (\"*.SUFFIX/VERSION\", \"*.SUFFIX/*\")", r.APIVersion)
+			continue
+		}
+		for _, res := range r.Resources {
+			if res != health.Wildcard && strings.Contains(res, health.Wildcard) {
+				add(Error, "resources", "%q matches nothing: \"*\" stands alone for every resource", res)
+			}
+		}
+		if pattern.IsWildcard() || slices.Contains(r.Resources, health.Wildcard) {
+			lintWildcard(r, src, add)
+			continue
+		}
 		gv, err := schema.ParseGroupVersion(r.APIVersion)
 		if err != nil {
 			add(Error, "apiVersion", "%q is not a group/version: %v", r.APIVersion, err)
 			continue
 		}
 		for _, res := range r.Resources {
+			if strings.Contains(res, health.Wildcard) {
+				continue
+			}
 			s, gvk, resolution, err := src.Lookup(gv, res)
 			switch {
 			case err != nil:
@@ -166,19 +188,101 @@ func lintSet(kind, namespace, name string, rules []extv1alpha1.RuleSpec, src Sch
 				add(Note, "resources", "%s %s not type-checked: no schema known (give its CustomResourceDefinition with --schema, or --kubeconfig to read the cluster's)", r.APIVersion, res)
 				continue
 			}
-			for _, e := range []struct{ field, expr string }{
-				{health.FieldRuleExpression, r.RuleExpression}, {health.FieldMessageExpression, r.MessageExpression},
-			} {
-				if e.expr == "" {
-					continue
-				}
-				for _, msg := range checkExpression(e.expr, s, gvk) {
-					add(Error, e.field, "%s %s (%s): %s", r.APIVersion, res, gvk.Kind, msg)
-				}
-			}
+			checkRule(r, r.APIVersion, res, s, gvk, add)
 		}
 	}
 	return out
+}
+
+// checkRule type-checks both expressions of r against the schema s of apiVersion/res.
+func checkRule(r *extv1alpha1.RuleSpec, apiVersion, res string, s *spec.Schema, gvk schema.GroupVersionKind, add addFunc) {
+	for _, e := range []struct{ field, expr string }{
+		{health.FieldRuleExpression, r.RuleExpression}, {health.FieldMessageExpression, r.MessageExpression},
+	} {
+		if e.expr == "" {
+			continue
+		}
+		for _, msg := range checkExpression(e.expr, s, gvk) {
+			add(Error, e.field, "%s %s (%s): %s", apiVersion, res, gvk.Kind, msg)
+		}
+	}
+}
+
+// addFunc records a finding of the rule being linted.
+type addFunc func(sev Severity, field, format string, args ...any)
+
+// Enumerator is a SchemaSource that can list the resources it knows, so that a wildcard
+// rule is type-checked against each of them that it matches.
+type Enumerator interface {
+	// Resources lists every group-version-resource the source may find a schema of.
+	Resources() []schema.GroupVersionResource
+}
+
+// maxListed bounds the resources a note about a wildcard rule names.
+const maxListed = 8
+
+// lintWildcard type-checks a wildcard rule (an apiVersion pattern, or resources holding
+// "*") against every resource that src lists and the rule matches, and says in a note
+// that the resources no source knows, which the rule may meet on a cluster, are not
+// type-checked: a wildcard is never skipped silently.
+func lintWildcard(r *extv1alpha1.RuleSpec, src SchemaSource, add addFunc) {
+	var known []schema.GroupVersionResource
+	if en, ok := src.(Enumerator); ok {
+		for _, gvr := range en.Resources() {
+			if health.RuleMatches(r.APIVersion, r.Resources, gvr.GroupVersion().String(), gvr.Resource) {
+				known = append(known, gvr)
+			}
+		}
+	}
+	var checked []string
+	for _, gvr := range known {
+		s, gvk, resolution, err := src.Lookup(gvr.GroupVersion(), gvr.Resource)
+		if err != nil || resolution != Found {
+			continue
+		}
+		checkRule(r, gvr.GroupVersion().String(), gvr.Resource, s, gvk, add)
+		checked = append(checked, gvr.GroupVersion().String()+" "+gvr.Resource)
+	}
+	what := fmt.Sprintf("%s %s", r.APIVersion, strings.Join(r.Resources, ","))
+	if len(checked) == 0 {
+		add(Note, "resources", "%s not type-checked: a wildcard, and no schema known matches it (give the CustomResourceDefinitions it is for with --schema, or --kubeconfig to read the cluster's)", what)
+		return
+	}
+	list := strings.Join(checked[:min(len(checked), maxListed)], ", ")
+	if len(checked) > maxListed {
+		list += fmt.Sprintf(" and %d more", len(checked)-maxListed)
+	}
+	add(Note, "resources", "%s is a wildcard: type-checked against the %d known resources it matches (%s); resources it meets that no schema source knows are not type-checked", what, len(checked), list)
+}
+
+// Resources lists the resources of the built-in kinds, sorted.
+func (b *Builtin) Resources() []schema.GroupVersionResource {
+	b.init()
+	return sortedGVRs(maps.Keys(b.kinds))
+}
+
+// Resources lists the served versions of the CRDs' resources, sorted.
+func (c *CRDs) Resources() []schema.GroupVersionResource {
+	return sortedGVRs(maps.Keys(c.schemas))
+}
+
+// Resources lists what every source that can list knows, sorted, each once.
+func (ss Sources) Resources() []schema.GroupVersionResource {
+	seen := map[schema.GroupVersionResource]bool{}
+	for _, s := range ss {
+		if en, ok := s.(Enumerator); ok {
+			for _, gvr := range en.Resources() {
+				seen[gvr] = true
+			}
+		}
+	}
+	return sortedGVRs(maps.Keys(seen))
+}
+
+func sortedGVRs(keys iter.Seq[schema.GroupVersionResource]) []schema.GroupVersionResource {
+	return slices.SortedFunc(keys, func(a, b schema.GroupVersionResource) int {
+		return cmp.Or(cmp.Compare(a.Group, b.Group), cmp.Compare(a.Version, b.Version), cmp.Compare(a.Resource, b.Resource))
+	})
 }
 
 // checkExpression type-checks expr with object of schema s and checks its has() calls.

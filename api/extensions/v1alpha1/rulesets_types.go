@@ -7,14 +7,17 @@ import (
 // RuleSpec is one CEL health rule (docs/design.md, "Rules").
 type RuleSpec struct {
 	// apiVersion defines the target API group/version (ex. apps/v1, or v1 for the core
-	// group) for resources being assessed.
+	// group) for resources being assessed. It may be a pattern: "*" (every apiVersion,
+	// the core group's included), "GROUP/*" (every version of GROUP), "*/VERSION" (every
+	// group, core included) or "*.SUFFIX/VERSION" and "*.SUFFIX/*" (every group that ends
+	// with ".SUFFIX", not SUFFIX itself). A "*" anywhere else matches nothing.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=316
 	APIVersion string `json:"apiVersion"`
 
 	// resources defines the list of resources of given group/version: plural, lowercase
-	// resource names such as deployments.
+	// resource names such as deployments, or "*" for every resource of the apiVersion.
 	// +required
 	// +kubebuilder:validation:MaxItems=64
 	// +kubebuilder:validation:items:MaxLength=253
