@@ -93,6 +93,10 @@ var resources = map[string]string{
 	// Argo Rollouts, Argo CD, Argo Workflows, Argo Events
 	"AnalysisRun": "analysisruns", "Experiment": "experiments", "ApplicationSet": "applicationsets",
 	"Workflow": "workflows", "CronWorkflow": "cronworkflows", "EventBus": "eventbus",
+	"ResourceBinding": "resourcebindings", "ClusterResourceBinding": "clusterresourcebindings",
+	"KeptnAppVersion": "keptnappversions", "KeptnWorkloadVersion": "keptnworkloadversions", "KeptnTask": "keptntasks", "KeptnEvaluation": "keptnevaluations", "KeptnMetric": "keptnmetrics", "Analysis": "analyses",
+	"MariaDB": "mariadbs", "User": "users", "Backup": "backups", "SqlJob": "sqljobs",
+	"Grafana": "grafanas", "GrafanaDashboard": "grafanadashboards", "GrafanaFolder": "grafanafolders", "GrafanaDatasource": "grafanadatasources", "GrafanaInstance": "grafanainstances", "GrafanaOrg": "grafanaorgs",
 }
 
 func readObject(t *testing.T, path string) *unstructured.Unstructured {
@@ -194,8 +198,8 @@ func TestCases(t *testing.T) {
 	t.Parallel()
 	ev, sets := libraryEvaluator(t)
 	cases := readCases(t)
-	failed := map[string]bool{} // "set index" of rules that decided a failure
-	passedKinds := map[string]bool{}
+	failed := map[string]bool{}             // "set index" of rules that decided a failure
+	var passed []*unstructured.Unstructured // objects that passed
 	seen := map[string]bool{}
 	for _, c := range cases {
 		if seen[c.File] {
@@ -214,7 +218,7 @@ func TestCases(t *testing.T) {
 				t.Errorf("%s: %s after the deadline, want Degraded", c.File, v.degrade)
 			}
 		case health.Pass:
-			passedKinds[obj.GetAPIVersion()+" "+resource(obj)] = true
+			passed = append(passed, obj)
 		default:
 			t.Errorf("%s: evaluation error: %s", c.File, v.result.Message)
 		}
@@ -257,8 +261,8 @@ func TestCases(t *testing.T) {
 			}
 			passes := false
 			for _, j := range twins {
-				for _, res := range s.Spec.Rules[j].Resources {
-					passes = passes || passedKinds[s.Spec.Rules[j].APIVersion+" "+res]
+				for _, obj := range passed {
+					passes = passes || health.RuleMatches(s.Spec.Rules[j].APIVersion, s.Spec.Rules[j].Resources, obj.GetAPIVersion(), resource(obj))
 				}
 			}
 			if !passes {
