@@ -123,7 +123,7 @@ type matchKey struct {
 
 // compiledRule is one rule, ready to run.
 type compiledRule struct {
-	seq        int         // position in the evaluator's order (CONTRACT §2 "Rule order")
+	seq        int         // position in the evaluator's order (docs/design.md, "Rule order")
 	ruleSet    string      // Result.RuleSet
 	index      int         // Result.RuleIndex
 	rule       cel.Program // ruleExpression

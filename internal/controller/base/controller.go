@@ -16,12 +16,15 @@ import (
 )
 
 // Per-item retry backoff after a transient error: 5ms, 10ms, 20ms, ... doubling up to
-// 1000s (the 18th failure waits 10m55.36s, later ones 16m40s; client-go saturates, so
-// the delay never overflows to 0). Forget (a success, or a scheduled re-check) resets it
-// to 5ms.
+// 32s (the 14th failure waits 40.96s capped to 32s, and every later one 32s; client-go
+// saturates, so the delay never overflows to 0). 32s is the health loop's longest
+// re-check delay: a failed write is never retried later than a re-check would have come
+// (docs/design.md, "Retries"). Forget (a success, or a scheduled re-check) resets it to
+// 5ms.
 const (
 	retryBaseDelay = 5 * time.Millisecond
-	retryMaxDelay  = 1000 * time.Second
+	// RetryMaxDelay is the longest delay of a retry.
+	RetryMaxDelay = 32 * time.Second
 )
 
 // NewRateLimiter returns the per-item retry limiter of one controller's queue. Every
@@ -30,7 +33,27 @@ const (
 // controller-runtime's default): periodic re-checks use RequeueAfter and retries are per
 // item, so a bucket would only stretch them (docs/design.md, "Retries").
 func NewRateLimiter() workqueue.TypedRateLimiter[reconcile.Request] {
-	return workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](retryBaseDelay, retryMaxDelay)
+	return workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](retryBaseDelay, RetryMaxDelay)
+}
+
+// WithMaxDelay caps the delays of rl per item: maxDelay(item) > 0 is the item's longest
+// delay (a Release's syncPolicy.interval, say); 0 keeps rl's. maxDelay must not block: the
+// queue calls it for every retry.
+func WithMaxDelay(rl workqueue.TypedRateLimiter[reconcile.Request], maxDelay func(reconcile.Request) time.Duration) workqueue.TypedRateLimiter[reconcile.Request] {
+	return cappedLimiter{TypedRateLimiter: rl, maxDelay: maxDelay}
+}
+
+type cappedLimiter struct {
+	workqueue.TypedRateLimiter[reconcile.Request]
+	maxDelay func(reconcile.Request) time.Duration
+}
+
+func (c cappedLimiter) When(item reconcile.Request) time.Duration {
+	d := c.TypedRateLimiter.When(item)
+	if m := c.maxDelay(item); m > 0 && d > m {
+		return m
+	}
+	return d
 }
 
 // ControllerOptions returns the options of a loop's controller-runtime controller:

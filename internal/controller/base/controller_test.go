@@ -17,8 +17,8 @@ import (
 
 var app1 = base.RequestOf("demo/app1")
 
-// TestRateLimiterSaturates: 5ms doubling to 1000s; the 18th failure waits 10m55.36s and
-// every later one 16m40s, never 0 or negative; Forget starts over (shared/cases 23).
+// TestRateLimiterSaturates: 5ms doubling to 32s, the longest re-check delay: the 13th
+// failure waits 20.48s and every later one 32s, never 0 or negative; Forget starts over.
 func TestRateLimiterSaturates(t *testing.T) {
 	t.Parallel()
 	rl := base.NewRateLimiter()
@@ -27,10 +27,10 @@ func TestRateLimiterSaturates(t *testing.T) {
 		switch {
 		case i == 1 && d != 5*time.Millisecond:
 			t.Fatalf("failure 1 waits %v", d)
-		case i == 18 && d != 10*time.Minute+55*time.Second+360*time.Millisecond:
-			t.Fatalf("failure 18 waits %v", d)
-		case i > 18 && d != 1000*time.Second:
-			t.Fatalf("failure %d waits %v, want 16m40s", i, d)
+		case i == 13 && d != 20*time.Second+480*time.Millisecond:
+			t.Fatalf("failure 13 waits %v", d)
+		case i > 13 && d != 32*time.Second:
+			t.Fatalf("failure %d waits %v, want 32s", i, d)
 		case d <= 0:
 			t.Fatalf("failure %d waits %v", i, d)
 		}
@@ -38,6 +38,32 @@ func TestRateLimiterSaturates(t *testing.T) {
 	rl.Forget(app1)
 	if d := rl.When(app1); d != 5*time.Millisecond {
 		t.Fatalf("after Forget: %v", d)
+	}
+}
+
+// TestWithMaxDelay: a per-item cap shortens that item's delays only, and 0 keeps the
+// limiter's own.
+func TestWithMaxDelay(t *testing.T) {
+	t.Parallel()
+	other := base.RequestOf("demo/other")
+	rl := base.WithMaxDelay(base.NewRateLimiter(), func(r reconcile.Request) time.Duration {
+		if r == app1 {
+			return 3 * time.Second
+		}
+		return 0
+	})
+	var a, o time.Duration
+	for i := 0; i < 30; i++ {
+		a, o = rl.When(app1), rl.When(other)
+		if a > 3*time.Second || o > base.RetryMaxDelay {
+			t.Fatalf("failure %d waits %v and %v", i+1, a, o)
+		}
+	}
+	if a != 3*time.Second || o != base.RetryMaxDelay {
+		t.Fatalf("saturated at %v and %v, want 3s and %v", a, o, base.RetryMaxDelay)
+	}
+	if rl.Forget(app1); rl.When(app1) != 5*time.Millisecond {
+		t.Fatal("Forget did not reach the inner limiter")
 	}
 }
 

@@ -2,13 +2,16 @@ package health
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -130,6 +133,7 @@ func (h *HealthController) SetupWithManager(ctx context.Context, mgr manager.Man
 		t.Notify(h.targetChanged, func(namespace, name string) { enq.Add(fan.Releases(ctx, namespace, name)...) })
 	}
 	opts := base.ControllerOptions(workers)
+	opts.RateLimiter = h.rateLimiter(opts.RateLimiter)
 	opts.Logger = h.Log
 	r := &base.Reconciler{Sync: h.syncHandler}
 	err := ctrl.NewControllerManagedBy(mgr).
@@ -146,6 +150,24 @@ func (h *HealthController) SetupWithManager(ctx context.Context, mgr manager.Man
 		return nil, err
 	}
 	return r, nil
+}
+
+// rateLimiter caps the retry delays of rl at each Release's syncPolicy.interval when
+// that is shorter than base.RetryMaxDelay (32s, the longest re-check delay): a failed
+// write is never retried later than the next re-check would have come.
+func (h *HealthController) rateLimiter(rl workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimiter[reconcile.Request] {
+	return base.WithMaxDelay(rl, func(req reconcile.Request) time.Duration {
+		rel := &v1alpha1.Release{}
+		// From the cache (no request to the API server); a Release it does not hold keeps
+		// base.RetryMaxDelay.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if err := h.Reader.Get(ctx, req.NamespacedName, rel); err != nil {
+			return 0
+		}
+		interval, _ := rel.GetInterval()
+		return interval
+	})
 }
 
 // syncHandler does one pass for the Release key namespace/name (docs/design.md,
@@ -285,25 +307,33 @@ func (h *HealthController) commit(ctx context.Context, rel *v1alpha1.Release, in
 	}
 	prev := priorCondition(rel)
 	rv := inv.resourceVersion()
-	rv, err = h.writeHookStatus(ctx, inv.inv, rv, hooks, carry)
-	if err != nil {
-		return h.writeFailed(ctx, "hooks", err)
+	// The hooks and the entries are independent: a failed hooks write does not hold back
+	// the entries and the condition. It still fails the pass, after them, so the hook
+	// state is retried; the sync request waits for it (it would announce a hook state
+	// that did not land), and the debt stays armed for the retry.
+	var hooksErr error
+	if rv, err = h.writeHookStatus(ctx, inv.inv, rv, hooks, carry); err != nil {
+		hooksErr = h.writeFailed(ctx, "hooks", err)
+	} else {
+		h.recordHookEvents(rel, hooks)
 	}
-	h.recordHookEvents(rel, hooks)
 	if a != nil {
 		if rv, err = h.writeInventoryHealth(ctx, a, rv, carry); err != nil {
 			if tooLarge(err) && hs != nil {
 				// Retrying alone would hide why: say it in the condition too.
 				_ = h.writeHealth(ctx, rel, assessFailed(rel, fmt.Errorf("cannot record the health of %d entries: the ReleaseInventory exceeds the API server's size limit: %w", len(a.entries), err)))
 			}
-			return h.writeFailed(ctx, "entries", err)
+			return failedWrites(hooksErr, h.writeFailed(ctx, "entries", err))
 		}
 	}
 	if hs != nil {
 		if err := h.writeHealth(ctx, rel, *hs); err != nil {
-			return h.writeFailed(ctx, "status", err)
+			return failedWrites(hooksErr, h.writeFailed(ctx, "status", err))
 		}
 		h.recordHealthEvents(ctx, rel, prev, *hs, a)
+	}
+	if hooksErr != nil {
+		return hooksErr
 	}
 	sent, err := h.wake(ctx, rel, e)
 	if err != nil {
@@ -340,6 +370,35 @@ func (h *HealthController) writeFailed(ctx context.Context, write string, err er
 		return base.Quiet(err)
 	}
 	return err
+}
+
+// failedWrites joins the errors of the failed writes of one pass; the result is
+// base.Quiet only when each of them is (a lost precondition race), so a real failure is
+// never logged at V(1) only.
+func failedWrites(errs ...error) error {
+	var all []error
+	quiet := true
+	for _, err := range errs {
+		if err == nil {
+			continue
+		}
+		all = append(all, err)
+		quiet = quiet && base.IsQuiet(err)
+	}
+	switch {
+	case len(all) == 0:
+		return nil
+	case len(all) == 1:
+		return all[0]
+	case quiet:
+		return base.Quiet(errors.Join(all...))
+	}
+	for i, err := range all {
+		if base.IsQuiet(err) {
+			all[i] = errors.Unwrap(err) // Quiet(err) wraps err itself
+		}
+	}
+	return errors.Join(all...)
 }
 
 // tooLarge reports whether err says that the written object exceeds the size limit of

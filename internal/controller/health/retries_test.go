@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
+	"github.com/kumodo/convoy-observer/internal/controller/base"
 	"github.com/kumodo/convoy-observer/internal/controller/base/basetest"
 	"github.com/kumodo/convoy-observer/internal/inventory"
 )
@@ -149,6 +150,62 @@ func TestFailedHookWriteIsRetried(t *testing.T) {
 	}
 	if n := c.NumRequeues(f.key); n != 0 {
 		t.Fatalf("a successful retry left %d requeues", n)
+	}
+}
+
+// TestFailedHookWriteLetsEntriesLand: a hooks write that keeps failing does not hold
+// back the entries and the condition of the same pass; the pass still fails (the hook
+// state is retried), and the sync request waits until the hook state has landed.
+func TestFailedHookWriteLetsEntriesLand(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.readyRelease(0, 0)
+	f.configMap("a", "true")
+	f.inventory(cm("a", 0, ""))
+	f.job("migrate", complete("done")...)
+	f.hooks(hook{name: "pre", kind: "Job", workload: "migrate", createdAt: t0.Add(-time.Minute)})
+	f.h.Writer = newFaultyWriter(map[string]int{inventory.FieldManagerHookStatus: 3})
+	for i := 0; i < 3; i++ {
+		if _, err := f.h.syncHandler(f.ctx, f.key); err == nil {
+			t.Fatal("a failed hooks write did not fail the pass")
+		}
+		f.expectEntry("a", v1alpha1.StateHealthy, "")
+		f.expectCondition(metav1.ConditionTrue, v1alpha1.ReasonHealthy)
+		if h := f.hookEntry("pre"); h.State != "" {
+			t.Fatalf("hook state %s written by a failed write", h.State)
+		}
+		if n := f.api.syncs.Load(); n != 0 {
+			t.Fatalf("%d sync requests before the hook state landed", n)
+		}
+	}
+	f.pass()
+	f.expectHook("pre", v1alpha1.HookSucceeded, "CompletionsReached: done")
+	if n := f.api.syncs.Load(); n != 1 {
+		t.Fatalf("sync requests once the hook state landed = %d, want 1", n)
+	}
+}
+
+// TestRetryDelayIsCapped: however often a pass fails, its retry never waits longer than
+// the longest re-check delay (32s), nor than the Release's syncPolicy.interval when that
+// is shorter.
+func TestRetryDelayIsCapped(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		interval, want time.Duration
+	}{{0, 32 * time.Second}, {5 * time.Second, 5 * time.Second}, {time.Minute, 32 * time.Second}} {
+		f := newFixture(t)
+		f.readyRelease(0, c.interval)
+		rl := f.h.rateLimiter(base.NewRateLimiter())
+		req := base.RequestOf(f.key)
+		var d time.Duration
+		for i := 0; i < 40; i++ {
+			if d = rl.When(req); d > c.want {
+				t.Fatalf("interval %v: failure %d waits %v, want at most %v", c.interval, i+1, d, c.want)
+			}
+		}
+		if d != c.want {
+			t.Fatalf("interval %v: retries saturate at %v, want %v", c.interval, d, c.want)
+		}
 	}
 }
 
