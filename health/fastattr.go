@@ -1,7 +1,6 @@
 package health
 
 import (
-	"reflect"
 	"strings"
 
 	"github.com/google/cel-go/common/types"
@@ -16,9 +15,6 @@ import (
 // selection) back to cel-go's own node, so the results and error messages stay cel-go's.
 // It is used in expressions without comprehensions only, where no iteration variable
 // can shadow object.
-
-// evalTestOnlyType is the type name of cel-go's has() node.
-const evalTestOnlyType = "*interpreter.evalTestOnly"
 
 // maxPrefixSlots is how many distinct parent paths (object.status, object.spec, ...)
 // of one expression are remembered during an evaluation.
@@ -102,7 +98,7 @@ func newFastPath(i interpreter.InterpretableV2, slots prefixSlots) interpreter.I
 	return &fastPath{
 		InterpretableAttribute: attr,
 		path:                   path,
-		testOnly:               reflect.TypeOf(i).String() == evalTestOnlyType,
+		testOnly:               isTestOnlyNode(i),
 		adapter:                attr.Adapter(),
 		orig:                   attr,
 		slot:                   slot,

@@ -25,6 +25,11 @@ import (
 // the activation) and only then calls the implementation. A call that would exceed the
 // budget stops the evaluation with cel-go's own cost error.
 //
+// The guard is kept only for what cel-go's public facilities cannot do: its CostLimit
+// charges after the call, and its interrupts (used by EvaluateContext) act only between
+// comprehension iterations. What the guard must know of cel-go's internals to replace a
+// call node is isolated in celgo.go, with the check to run on every cel-go upgrade.
+//
 // Calls that are O(1) whatever their arguments (arithmetic on numbers, negation,
 // optional accessors, dyn, type) are left as they are; everything else, including
 // functions not listed in costClasses, is guarded (unknown functions as linear).
@@ -344,10 +349,7 @@ func (g *guardedCall) Exec(f *interpreter.ExecutionFrame) ref.Val {
 			}
 		}
 		charge(f, g.cost(f, a, nil, nil))
-		if g.impl != nil && g.impl.Unary != nil && g.accepts(a) {
-			return types.LabelErrNode(g.id, g.impl.Unary(a))
-		}
-		return g.callN([]ref.Val{a})
+		return g.dispatch1(a)
 	case 2:
 		a := g.args[0].Exec(f)
 		b := g.args[1].Exec(f)
@@ -371,10 +373,7 @@ func (g *guardedCall) Exec(f *interpreter.ExecutionFrame) ref.Val {
 			}
 			return types.Equal(a, b)
 		}
-		if g.impl.Binary != nil && g.accepts(a) {
-			return types.LabelErrNode(g.id, g.impl.Binary(a, b))
-		}
-		return g.callN([]ref.Val{a, b})
+		return g.dispatch2(a, b)
 	default:
 		vals := make([]ref.Val, len(g.args))
 		for i, arg := range g.args {
@@ -400,28 +399,6 @@ func (g *guardedCall) Exec(f *interpreter.ExecutionFrame) ref.Val {
 	}
 }
 
-// accepts reports whether the implementation takes a first argument like a (cel-go's
-// operand trait check).
-func (g *guardedCall) accepts(a ref.Val) bool {
-	return g.impl.OperandTrait == 0 || a.Type().HasTrait(g.impl.OperandTrait)
-}
-
-// callN calls the variadic implementation, or the receiver, like cel-go's evalVarArgs.
-func (g *guardedCall) callN(vals []ref.Val) ref.Val {
-	if len(vals) == 0 {
-		if g.impl != nil && g.impl.Function != nil {
-			return types.LabelErrNode(g.id, g.impl.Function())
-		}
-		return types.NewErrWithNodeID(g.id, "no such overload: %s", g.function)
-	}
-	if g.impl != nil && g.impl.Function != nil && g.accepts(vals[0]) {
-		return types.LabelErrNode(g.id, g.impl.Function(vals...))
-	}
-	if vals[0].Type().HasTrait(traits.ReceiverType) {
-		return types.LabelErrNode(g.id, vals[0].(traits.Receiver).Receive(g.function, g.overload, vals[1:]))
-	}
-	return types.NewErrWithNodeID(g.id, "no such overload: %s", g.function)
-}
 
 // cost is an upper bound, in cost units, of the work and the result size of the call
 // with arguments a, b (nil when absent) and all of them in rest (nil for one or two

@@ -9,10 +9,6 @@ import (
 	apiservercel "k8s.io/apiserver/pkg/cel"
 )
 
-// concatListType is the type of the lazy list that CEL's list + list returns. Its
-// Value() materializes the whole list, so sizeOf walks it element by element instead.
-var concatListType = reflect.TypeOf(types.NewStringList(types.DefaultTypeAdapter, []string{"a"}).(traits.Adder).Add(types.NewStringList(types.DefaultTypeAdapter, []string{"b"})))
-
 // elementUnits is what one list element or map entry counts in sizeOf: as much as
 // traversalFactor bytes of a string, a whole cost unit, since visiting an element costs
 // about as much as the API server's cost model prices one unit.
@@ -33,7 +29,7 @@ func sizeOf(v ref.Val, limit uint64) uint64 {
 	case types.Int, types.Uint, types.Double, types.Bool, types.Null:
 		return 1
 	}
-	if reflect.TypeOf(v) == concatListType {
+	if isConcatList(v) { // its Value() would materialize the whole list: walk it instead
 		return sizeOfLister(v.(traits.Lister), limit)
 	}
 	switch t := v.(type) {
