@@ -1,8 +1,8 @@
 package health
 
 import (
-	"reflect"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 

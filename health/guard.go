@@ -399,7 +399,6 @@ func (g *guardedCall) Exec(f *interpreter.ExecutionFrame) ref.Val {
 	}
 }
 
-
 // cost is an upper bound, in cost units, of the work and the result size of the call
 // with arguments a, b (nil when absent) and all of them in rest (nil for one or two
 // arguments). Sizes are counted by sizeOf, never past the budget left.
