@@ -97,6 +97,9 @@ var resources = map[string]string{
 	"KeptnAppVersion": "keptnappversions", "KeptnWorkloadVersion": "keptnworkloadversions", "KeptnTask": "keptntasks", "KeptnEvaluation": "keptnevaluations", "KeptnMetric": "keptnmetrics", "Analysis": "analyses",
 	"MariaDB": "mariadbs", "User": "users", "Backup": "backups", "SqlJob": "sqljobs",
 	"Grafana": "grafanas", "GrafanaDashboard": "grafanadashboards", "GrafanaFolder": "grafanafolders", "GrafanaDatasource": "grafanadatasources", "GrafanaInstance": "grafanainstances", "GrafanaOrg": "grafanaorgs",
+	// external-secrets
+	"ExternalSecret": "externalsecrets", "ClusterExternalSecret": "clusterexternalsecrets", "SecretStore": "secretstores",
+	"ClusterSecretStore": "clustersecretstores", "PushSecret": "pushsecrets", "ClusterPushSecret": "clusterpushsecrets",
 }
 
 func readObject(t *testing.T, path string) *unstructured.Unstructured {

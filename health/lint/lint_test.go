@@ -108,6 +108,7 @@ var thirdPartyGroups = []string{
 	"lifecycle.keptn.sh", "metrics.keptn.sh",
 	"k8s.mariadb.com", "mariadb.mmontes.io",
 	"grafana.integreatly.org", "grafana-org-operator.kubitus-project.gitlab.io",
+	"external-secrets.io",
 }
 
 // unvendoredGroups are the third-party groups whose CRDs testdata/crds lacks (see its
