@@ -12,7 +12,8 @@
 //	    [--tls-cert-file F --tls-private-key-file F] [--authentication-kubeconfig F]
 //	    [--authorization-kubeconfig F] [--kube-api-qps Q --kube-api-burst B] [--v N] ...
 //
-// Without --kubeconfig it uses the in-cluster config. It logs to stderr and shuts down
+// Without --kubeconfig it uses the in-cluster config. --version prints the version, the
+// commit and its date to stdout and exits. It logs to stderr and shuts down
 // gracefully on SIGINT or SIGTERM. Exit status: 0 after a graceful shutdown, 1 when it
 // cannot start or serve, 2 on a usage error.
 package main

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strconv"
 
 	"github.com/spf13/pflag"
@@ -14,6 +15,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/kumodo/convoy-observer/internal/subresources/apiserver"
+	"github.com/kumodo/convoy-observer/internal/version"
 )
 
 // Exit statuses.
@@ -22,6 +24,9 @@ const (
 	exitError = 1
 	exitUsage = 2
 )
+
+// errVersion is parseOptions' answer to --version.
+var errVersion = errors.New("version requested")
 
 // parseOptions parses args (without the program name) into the options of
 // internal/subresources/apiserver plus --v. The error is pflag.ErrHelp for -h, else a
@@ -32,6 +37,7 @@ func parseOptions(args []string, stderr io.Writer) (*apiserver.Options, int, err
 	fs := pflag.NewFlagSet("convoy-api", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
 	o.AddFlags(fs)
+	showVersion := fs.Bool("version", false, "print the version, the commit and its date, and exit")
 	fs.IntVarP(&verbosity, "v", "v", 0, "log verbosity (1 also logs the probes, 3 every request of the generic server)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: convoy-api [--kubeconfig F] [--secure-port N] [--tls-cert-file F --tls-private-key-file F] [--authentication-kubeconfig F] [--authorization-kubeconfig F] [--v N] ...\n")
@@ -39,6 +45,9 @@ func parseOptions(args []string, stderr io.Writer) (*apiserver.Options, int, err
 	}
 	if err := fs.Parse(args); err != nil {
 		return nil, 0, err
+	}
+	if *showVersion {
+		return nil, 0, errVersion
 	}
 	if fs.NArg() > 0 {
 		return nil, 0, fmt.Errorf("unexpected argument %q", fs.Arg(0))
@@ -56,6 +65,9 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(net.Ad
 	o, verbosity, err := parseOptions(args, stderr)
 	switch {
 	case errors.Is(err, pflag.ErrHelp):
+		return exitOK
+	case errors.Is(err, errVersion):
+		fmt.Fprint(os.Stdout, version.Line("convoy-api"))
 		return exitOK
 	case err != nil:
 		fmt.Fprintf(stderr, "convoy-api: %v\nRun 'convoy-api -h' for usage.\n", err)

@@ -1,6 +1,7 @@
 // Command convoy-observer runs the observer loops of convoy (today the health loop,
 // docs/design.md) in one controller-runtime manager, with leader election per
-// shard, metrics and health probes. Logs go to stderr.
+// shard, metrics and health probes. Logs go to stderr; --version prints the version,
+// the commit and its date to stdout.
 package main
 
 import (
@@ -17,6 +18,7 @@ import (
 
 	healthctrl "github.com/kumodo/convoy-observer/internal/controller/health"
 	"github.com/kumodo/convoy-observer/internal/observer"
+	"github.com/kumodo/convoy-observer/internal/version"
 )
 
 // stringList is a repeatable string flag.
@@ -33,6 +35,7 @@ func main() {
 		qps        float64
 		noSync     bool
 		targetQPS  float64
+		showVer    bool
 	)
 	fs := flag.CommandLine // controller-runtime registers --kubeconfig here
 	fs.StringVar(&o.SyncURL, "sync-url", "", "base URL of convoy-api itself (e.g. https://127.0.0.1:8443) for the wake-ups (POST …/sync), with the observer's credentials; empty means through the kube-apiserver (the APIService)")
@@ -59,11 +62,16 @@ func main() {
 	fs.BoolVar(&o.Kubeconfig.AllowFiles, "insecure-kubeconfig-files", false, "let the kubeconfig Secret of a Cluster read credentials from this pod's files (tokenFile, client-certificate, client-key), such as its service-account token")
 	fs.DurationVar(&o.RequestTimeout, "request-timeout", 30*time.Second, "timeout of each write and live read of the health loop on the management cluster (watches are not bounded)")
 	fs.IntVar(&o.ReadConcurrency, "target-read-concurrency", healthctrl.DefaultReadConcurrency, "concurrent object reads per Release pass")
+	fs.BoolVar(&showVer, "version", false, "print the version, the commit and its date, and exit")
 	fs.Var(&namespaces, "namespace", "watch only this namespace (repeatable); none means all namespaces")
 	// Errors say why in their message; a stack trace only for a programming error.
 	zopts := zap.Options{StacktraceLevel: zapcore.DPanicLevel}
 	zopts.BindFlags(fs)
 	flag.Parse()
+	if showVer {
+		fmt.Print(version.Line("convoy-observer"))
+		return
+	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zopts), zap.WriteTo(os.Stderr)))
 	o.QPS, o.TargetQPS, o.Shards, o.Namespaces = float32(qps), float32(targetQPS), shards, namespaces
 	log := ctrl.Log.WithName("setup")

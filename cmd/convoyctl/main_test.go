@@ -229,3 +229,13 @@ func TestGuessResource(t *testing.T) {
 		}
 	}
 }
+
+func TestVersion(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"--version"}, &stdout, &stderr); code != exitOK {
+		t.Fatalf("--version exited %d: %s", code, stderr.String())
+	}
+	if out := stdout.String(); !strings.HasPrefix(out, "convoyctl ") || !strings.Contains(out, "(commit ") || strings.Count(out, "\n") != 1 {
+		t.Errorf("--version printed %q, want one line \"convoyctl VERSION (commit …)\"", out)
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+
+	"github.com/kumodo/convoy-observer/internal/version"
 )
 
 // newRootCommand builds the command tree: convoyctl → health (eval, lint) and release
@@ -15,7 +17,10 @@ func newRootCommand(env *cliEnv) *cobra.Command {
 		RunE:          runGroup,
 		SilenceErrors: true, // run prints errors and maps them to exit statuses
 		SilenceUsage:  true,
+		// --version prints "convoyctl VERSION (commit C, date D, GO PLATFORM)".
+		Version: version.Get().String(),
 	}
+	root.SetVersionTemplate("convoyctl {{.Version}}\n")
 	root.SetOut(env.stdout)
 	root.SetErr(env.stderr)
 	root.CompletionOptions.DisableDefaultCmd = true
