@@ -100,6 +100,9 @@ var resources = map[string]string{
 	// external-secrets
 	"ExternalSecret": "externalsecrets", "ClusterExternalSecret": "clusterexternalsecrets", "SecretStore": "secretstores",
 	"ClusterSecretStore": "clustersecretstores", "PushSecret": "pushsecrets", "ClusterPushSecret": "clusterpushsecrets",
+	// Humio
+	"HumioCluster": "humioclusters", "HumioRepository": "humiorepositories", "HumioView": "humioviews",
+	"HumioParser": "humioparsers", "HumioIngestToken": "humioingesttokens", "HumioAlert": "humioalerts",
 }
 
 func readObject(t *testing.T, path string) *unstructured.Unstructured {

@@ -109,6 +109,7 @@ var thirdPartyGroups = []string{
 	"k8s.mariadb.com", "mariadb.mmontes.io",
 	"grafana.integreatly.org", "grafana-org-operator.kubitus-project.gitlab.io",
 	"external-secrets.io",
+	"core.humio.com",
 }
 
 // unvendoredGroups are the third-party groups whose CRDs testdata/crds lacks (see its
