@@ -4,13 +4,18 @@ import (
 	"fmt"
 	"strings"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsv1beta1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1beta1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
+	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
+	apiregistrationv1beta1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1beta1"
 )
 
 // resourceMapper finds the resource (plural, lowercase) of an object's kind, as the
@@ -63,22 +68,38 @@ func newResourceMapper(specs []string, kubeconfig string, guess bool) (*resource
 	return m, nil
 }
 
-// builtinMapper maps the kinds registered in client-go's scheme (the Kubernetes API's
-// built-in kinds) to their resources. The scheme holds no plurals; built-in kinds all
+// builtinKinds is every kind the API server serves by default: client-go's scheme (the
+// core API groups) plus apiextensions.k8s.io (CustomResourceDefinition) and
+// apiregistration.k8s.io (APIService), which the API server serves from its own
+// extensions and aggregator.
+var builtinKinds = func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{scheme.AddToScheme,
+		apiextensionsv1.AddToScheme, apiextensionsv1beta1.AddToScheme,
+		apiregistrationv1.AddToScheme, apiregistrationv1beta1.AddToScheme} {
+		if err := add(s); err != nil {
+			panic(err) // static registration: cannot fail
+		}
+	}
+	return s
+}()
+
+// builtinMapper maps the kinds the API server serves by default (builtinKinds) to their
+// resources. The scheme holds no plurals; built-in kinds all
 // follow the API server's naming convention, which meta.UnsafeGuessKindToResource
 // implements (TestBuiltinMapperMatchesTheAPIServer checks it against a real server's
 // discovery).
 func builtinMapper() meta.RESTMapper {
 	var gvs []schema.GroupVersion
 	seen := map[schema.GroupVersion]bool{}
-	for gvk := range scheme.Scheme.AllKnownTypes() {
+	for gvk := range builtinKinds.AllKnownTypes() {
 		if !seen[gvk.GroupVersion()] && gvk.Version != "__internal" {
 			seen[gvk.GroupVersion()] = true
 			gvs = append(gvs, gvk.GroupVersion())
 		}
 	}
 	m := meta.NewDefaultRESTMapper(gvs)
-	for gvk := range scheme.Scheme.AllKnownTypes() {
+	for gvk := range builtinKinds.AllKnownTypes() {
 		if gvk.Version == "__internal" || strings.HasSuffix(gvk.Kind, "List") || strings.HasSuffix(gvk.Kind, "Options") ||
 			gvk.Kind == "WatchEvent" || gvk.Kind == "Status" || gvk.Kind == "APIGroup" || gvk.Kind == "APIVersions" ||
 			gvk.Kind == "APIResourceList" || gvk.Kind == "APIGroupList" {

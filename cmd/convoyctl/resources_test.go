@@ -146,3 +146,31 @@ func TestRulesEngineCases(t *testing.T) {
 			`"message":"evaluation error: operation cancelled: actual cost limit exceeded",`+
 			`"decidedBy":{"kind":"HealthRuleSet","namespace":"tenant-a","name":"tenant-rules","rule":0,"cause":"EvaluationError"},"rulesApplied":1}`+"\n", "")
 }
+
+// TestBuiltinKindsOfTheAPIServer: health eval maps CustomResourceDefinition and
+// APIService, which the API server serves by default (apiextensions, apiregistration),
+// without --resource, so the library's apiserver set judges them.
+func TestBuiltinKindsOfTheAPIServer(t *testing.T) {
+	t.Parallel()
+	objects := writeFile(t, "objects.yaml", `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: widgets.example.com}
+status:
+  conditions:
+  - {type: Established, status: "True"}
+  - {type: NamesAccepted, status: "True"}
+---
+apiVersion: apiregistration.k8s.io/v1
+kind: APIService
+metadata: {name: v1beta1.metrics.k8s.io}
+status:
+  conditions:
+  - {type: Available, status: "False", reason: FailedDiscoveryCheck}
+`)
+	code, stdout, stderr := runCLI("health", "eval", "--rules", "../../health/library/apiserver.yaml", "--object", objects)
+	if code != 0 || strings.Count(stdout, `"rulesApplied":1`) != 2 ||
+		!strings.Contains(stdout, `"kind":"CustomResourceDefinition","namespace":"","name":"widgets.example.com","state":"Healthy"`) ||
+		!strings.Contains(stdout, `"kind":"APIService","namespace":"","name":"v1beta1.metrics.k8s.io","state":"Progressing"`) {
+		t.Errorf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+}
