@@ -73,7 +73,7 @@ func (h *HealthController) assess(ctx context.Context, rel *v1alpha1.Release, pi
 	})
 	evaluator, err := h.Evaluators.Get(global, local)
 	if err != nil {
-		return nil, fmt.Errorf("compiling health rules: %w", err)
+		return nil, fmt.Errorf("%s%w", compileErrorText, err)
 	}
 	// 3. The inventory (read once for the whole pass).
 	a := &assessment{}

@@ -402,10 +402,23 @@ func failedWrites(errs ...error) error {
 }
 
 // tooLarge reports whether err says that the written object exceeds the size limit of
-// the API server (413) or of etcd (a 500 "etcdserver: request is too large").
+// the API server (413 RequestEntityTooLarge) or of etcd: a 500 InternalError Status
+// whose message carries etcd's own error, etcdRequestTooLarge (the API server passes
+// etcd's error on as text; no reason or code of the Status tells it apart).
 func tooLarge(err error) bool {
-	return apierrors.IsRequestEntityTooLargeError(err) || strings.Contains(err.Error(), "request is too large")
+	if apierrors.IsRequestEntityTooLargeError(err) {
+		return true
+	}
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) || !apierrors.IsInternalError(err) {
+		return false
+	}
+	return strings.Contains(status.Status().Message, etcdRequestTooLarge)
 }
+
+// etcdRequestTooLarge is etcd's rpctypes.ErrRequestTooLarge as the API server reports
+// it (a test checks it against etcd's constant).
+const etcdRequestTooLarge = "etcdserver: request is too large"
 
 // passInventory is rel's ReleaseInventory as one pass sees it: read once from the cache,
 // with its field owners parsed once.

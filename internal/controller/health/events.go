@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
+	"github.com/kumodo/convoy-observer/health"
 	"github.com/kumodo/convoy-observer/internal/controller/base"
 )
 
@@ -120,21 +121,40 @@ func (s *eventState) markDown(key string, down bool) bool {
 	return was != down
 }
 
-// conditionKind sorts a Healthy condition for edge detection: its reason, except that
-// the reasons of assessment failures are told apart (the cluster is unreachable; rules
-// do not compile, with the message, so another broken rule is a new edge; anything
-// else).
-func conditionKind(reason, message string) string {
-	if reason != v1alpha1.ReasonUnknown || !strings.HasPrefix(message, assessFailedPrefix) {
-		return reason
+// conditionKind sorts the Healthy condition hs of this pass for edge detection: its
+// reason, except that a failed assessment is told apart by its typed cause (the cluster
+// is unreachable: base.ErrClusterNotConnected; rules do not compile: *health.CompileError,
+// with the message, so another broken rule is a new edge; anything else).
+func conditionKind(hs healthStatus) string {
+	if hs.cause == nil {
+		return hs.reason
 	}
+	var compileErr *health.CompileError
 	switch {
-	case strings.Contains(message, base.ErrClusterNotConnected.Error()):
+	case errors.Is(hs.cause, base.ErrClusterNotConnected):
 		return EventClusterUnreachable
-	case strings.Contains(message, compileErrorText):
-		// As written to the condition (one line), so the message of this pass compares
-		// equal to the one read back from the Release.
-		return EventRulesInvalid + ":" + truncateCondition(message)
+	case errors.As(hs.cause, &compileErr):
+		// As written to the condition (one line), so the kind of this pass compares
+		// equal to the one priorKind reads back from the Release.
+		return EventRulesInvalid + ":" + truncateCondition(hs.message)
+	}
+	return EventAssessmentFailed
+}
+
+// priorKind is conditionKind of a condition read back from the Release, which keeps no
+// cause: a failed assessment's message is assessFailedPrefix followed by its cause's
+// text, and the causes that conditionKind tells apart carry the texts of the same
+// constants (base.ErrClusterNotConnected, compileErrorText) that wrap them.
+func priorKind(c *metav1.Condition) string {
+	if c.Reason != v1alpha1.ReasonUnknown || !strings.HasPrefix(c.Message, assessFailedPrefix) {
+		return c.Reason
+	}
+	cause := strings.TrimPrefix(c.Message, assessFailedPrefix)
+	switch {
+	case strings.HasPrefix(cause, compileErrorText): // first: a rule may quote any text
+		return EventRulesInvalid + ":" + c.Message
+	case strings.Contains(cause, base.ErrClusterNotConnected.Error()):
+		return EventClusterUnreachable
 	}
 	return EventAssessmentFailed
 }
@@ -142,8 +162,8 @@ func conditionKind(reason, message string) string {
 // assessFailedPrefix starts the condition message of a failed assessment.
 const assessFailedPrefix = "assessment failed: "
 
-// compileErrorText is in the message of an assessment that failed on a rule set that
-// does not compile (see assess).
+// compileErrorText starts the error of an assessment that failed on a rule set that
+// does not compile (assess wraps the *health.CompileError with it).
 const compileErrorText = "compiling health rules: "
 
 // recordHealthEvents records the Event of the edge of rel's Healthy condition from prev
@@ -166,9 +186,9 @@ func (h *HealthController) recordHealthEvents(ctx context.Context, rel *v1alpha1
 
 	prevKind := ""
 	if prev != nil {
-		prevKind = conditionKind(prev.Reason, prev.Message)
+		prevKind = priorKind(prev)
 	}
-	kind := conditionKind(hs.reason, hs.message)
+	kind := conditionKind(hs)
 	if kind == prevKind || h.events.sameKind(base.KeyOf(rel), kind) {
 		return
 	}
@@ -207,7 +227,8 @@ func (h *HealthController) recordHookEvents(rel *v1alpha1.Release, hooks hookOut
 	if h.Events == nil {
 		return
 	}
-	for _, hk := range hooks.terminal {
+	for _, fin := range hooks.terminal {
+		hk := fin.HookEntry
 		workload := fmt.Sprintf("%s %s/%s", hk.WorkloadKind, hk.Namespace, hk.WorkloadName)
 		note := fmt.Sprintf("hook %s (%s) %s", hk.Name, workload, strings.ToLower(string(hk.State)))
 		if hk.Message != "" {
@@ -216,7 +237,7 @@ func (h *HealthController) recordHookEvents(rel *v1alpha1.Release, hooks hookOut
 		switch {
 		case hk.State == v1alpha1.HookSucceeded:
 			h.Events.Eventf(rel, nil, corev1.EventTypeNormal, EventHookSucceeded, actionPollHook, "%s", truncateNote(note))
-		case strings.HasPrefix(hk.Message, "timed out after"):
+		case fin.timedOut:
 			h.Events.Eventf(rel, nil, corev1.EventTypeWarning, EventHookTimedOut, actionPollHook, "%s", truncateNote(note))
 		default:
 			h.Events.Eventf(rel, nil, corev1.EventTypeWarning, EventHookFailed, actionPollHook, "%s", truncateNote(note))

@@ -135,6 +135,41 @@ func TestEventOnFirstCondition(t *testing.T) {
 	f.expectEvents("Release", f.rel, "Healthy: 1/1 healthy")
 }
 
+// TestEventReasonFromCause: the reason of an assessment failure's Event comes from its
+// cause, not from its text: a rule that does not compile is RulesInvalid even when it
+// quotes the text of an unreachable cluster.
+func TestEventReasonFromCause(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.withEvents()
+	f.readyRelease(0, 0)
+	f.configMapRules("quoting", "'cluster not connected' ==")
+	f.configMap("a", "true")
+	f.inventory(cm("a", 0, "r1"))
+	f.lastAttempted("r1")
+	f.pass()
+	f.pass()
+	var got []string
+	eventually(t, "one Event", func() bool { got = f.events("Release", f.rel); return len(got) > 0 })
+	if !strings.HasPrefix(got[0], "RulesInvalid: assessment failed: compiling health rules: ") {
+		t.Fatalf("events = %q, want RulesInvalid", got)
+	}
+}
+
+// TestHookEventReasonFromCause: a Job whose own failure message reads like a timeout
+// is HookFailed; only the hook's own timeout is HookTimedOut.
+func TestHookEventReasonFromCause(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.withEvents()
+	f.release(nil, 0)
+	msg := "timed out after 5m waiting for the database"
+	f.job("odd", cond("FailureTarget", "", msg), cond("Failed", "", msg))
+	f.hooks(hook{name: "wait", kind: "Job", workload: "odd", createdAt: t0})
+	f.pass()
+	f.expectEvents("Release", f.rel, "HookFailed: hook wait (Job "+f.ns+"/odd) failed: "+msg)
+}
+
 // TestEventsOfHooks: one Event per hook that finishes, by outcome.
 func TestEventsOfHooks(t *testing.T) {
 	t.Parallel()

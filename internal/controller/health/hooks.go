@@ -28,7 +28,14 @@ type hookOutcome struct {
 	status []any
 	// terminal are the hooks whose run ended in this pass, for their Events: polled to
 	// Succeeded or Failed from another state, from no finishedAt, or after a re-arm.
-	terminal []v1alpha1.HookEntry
+	terminal []finishedHook
+}
+
+// finishedHook is a hook whose run ended in this pass, with why.
+type finishedHook struct {
+	v1alpha1.HookEntry
+	// timedOut: Failed because its timeout passed, not because of its workload.
+	timedOut bool
 }
 
 func (o hookOutcome) pendingTargets() []string {
@@ -114,7 +121,7 @@ func (h *HealthController) pollHooks(ctx context.Context, rel *v1alpha1.Release,
 			// controller-manager until its resync).
 			out.finished++
 			if was.FinishedAt == nil || was.State != hk.State || rearmedAfterFinish(&was) {
-				out.terminal = append(out.terminal, *hk)
+				out.terminal = append(out.terminal, finishedHook{HookEntry: *hk, timedOut: poll.timedOut})
 			}
 			log.Info("hook finished", "hook", hk.Name, "state", poll.state, "message", poll.message, "rearmed", was.FinishedAt != nil)
 		} else {
@@ -151,6 +158,8 @@ type hookPoll struct {
 	// kept: the hook had finished, was not re-armed since, and its workload is gone
 	// (deleted on success, say): the recorded outcome stands and nothing is written.
 	kept bool
+	// timedOut: Failed because now − createdAt reached the hook's timeout.
+	timedOut bool
 }
 
 // pollHookWorkload reads the hook's Job or Pod from the target and decides its state
@@ -195,7 +204,7 @@ func pollHookWorkload(ctx context.Context, reader base.ObjectReader, hk *v1alpha
 		}
 	}
 	if hk.CreatedAt != nil && now.Sub(hk.CreatedAt.Time) >= hk.GetTimeout() {
-		return hookPoll{state: v1alpha1.HookFailed, message: "timed out after " + shortDuration(hk.GetTimeout())}, nil
+		return hookPoll{state: v1alpha1.HookFailed, message: "timed out after " + shortDuration(hk.GetTimeout()), timedOut: true}, nil
 	}
 	if notFound {
 		return hookPoll{state: v1alpha1.HookFailed, message: "workload not found"}, nil

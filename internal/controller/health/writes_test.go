@@ -3,13 +3,16 @@ package health
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
@@ -161,4 +164,31 @@ func TestEntriesWrittenThoughTheCacheLags(t *testing.T) {
 	f.h.Reader = env.Client // the cache caught up
 	f.pass()
 	f.expectEntry("a", v1alpha1.StateHealthy, "")
+}
+
+// TestTooLargeFromTypedCauses: a write is too large on a 413, or on a 500 InternalError
+// that carries etcd's own error (its constant, as etcd defines it); the same words in any
+// other error are not.
+func TestTooLargeFromTypedCauses(t *testing.T) {
+	t.Parallel()
+	if etcdRequestTooLarge != rpctypes.ErrRequestTooLarge.Error() {
+		t.Fatalf("etcdRequestTooLarge = %q, etcd says %q", etcdRequestTooLarge, rpctypes.ErrRequestTooLarge.Error())
+	}
+	inv := schema.GroupResource{Group: v1alpha1.GroupVersion.Group, Resource: "releaseinventories"}
+	cases := []struct {
+		err  error
+		want bool
+	}{
+		{apierrors.NewRequestEntityTooLargeError("limit is 3145728"), true},
+		{fmt.Errorf("applying: %w", apierrors.NewInternalError(errors.New(rpctypes.ErrRequestTooLarge.Error()))), true},
+		{apierrors.NewInternalError(errors.New("etcdserver: request timed out")), false},
+		{apierrors.NewBadRequest("the entry says: etcdserver: request is too large"), false},
+		{apierrors.NewConflict(inv, "app", errors.New("etcdserver: request is too large")), false},
+		{errors.New("etcdserver: request is too large"), false},
+	}
+	for _, c := range cases {
+		if got := tooLarge(c.err); got != c.want {
+			t.Errorf("tooLarge(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
 }
