@@ -103,6 +103,12 @@ var resources = map[string]string{
 	// Humio
 	"HumioCluster": "humioclusters", "HumioRepository": "humiorepositories", "HumioView": "humioviews",
 	"HumioParser": "humioparsers", "HumioIngestToken": "humioingesttokens", "HumioAlert": "humioalerts",
+	"Tenant":          "tenants",
+	"ServiceInstance": "serviceinstances", "ServiceBinding": "servicebindings",
+	"NodeClaim": "nodeclaims", "NodePool": "nodepools", "EC2NodeClass": "ec2nodeclasses",
+	"AnsibleJob":    "ansiblejobs",
+	"Subscription":  "subscriptions",
+	"Elasticsearch": "elasticsearches", "Kibana": "kibanas", "Beat": "beats",
 }
 
 func readObject(t *testing.T, path string) *unstructured.Unstructured {

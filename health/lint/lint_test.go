@@ -110,6 +110,12 @@ var thirdPartyGroups = []string{
 	"grafana.integreatly.org", "grafana-org-operator.kubitus-project.gitlab.io",
 	"external-secrets.io",
 	"core.humio.com",
+	"minio.min.io",
+	"services.cloud.sap.com",
+	"karpenter.sh", "karpenter.k8s.aws",
+	"tower.ansible.com",
+	"operators.coreos.com",
+	"elasticsearch.k8s.elastic.co", "kibana.k8s.elastic.co", "apm.k8s.elastic.co", "enterprisesearch.k8s.elastic.co", "maps.k8s.elastic.co", "agent.k8s.elastic.co", "beat.k8s.elastic.co", "logstash.k8s.elastic.co",
 }
 
 // unvendoredGroups are the third-party groups whose CRDs testdata/crds lacks (see its
@@ -120,6 +126,12 @@ var unvendoredGroups = []string{
 	"lifecycle.keptn.sh", "metrics.keptn.sh",
 	"k8s.mariadb.com", "mariadb.mmontes.io",
 	"grafana.integreatly.org", "grafana-org-operator.kubitus-project.gitlab.io",
+	"minio.min.io",
+	"services.cloud.sap.com",
+	"karpenter.sh", "karpenter.k8s.aws",
+	"tower.ansible.com",
+	"operators.coreos.com",
+	"elasticsearch.k8s.elastic.co", "kibana.k8s.elastic.co", "apm.k8s.elastic.co", "enterprisesearch.k8s.elastic.co", "maps.k8s.elastic.co", "agent.k8s.elastic.co", "beat.k8s.elastic.co", "logstash.k8s.elastic.co",
 }
 
 // TestLibraryAndDefaultsLintClean: the shipped rule sets have no finding. Offline, the
