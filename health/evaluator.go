@@ -371,7 +371,7 @@ var activations = sync.Pool{New: func() any { return &evalActivation{} }}
 // exceed it is an Error "evaluation error: operation cancelled: actual cost limit
 // exceeded". A panic inside an evaluation is an Error too, never a crash.
 func (e *Evaluator) Evaluate(apiVersion, resource string, object map[string]any) Result {
-	r, _ := e.evaluate(nil, apiVersion, resource, object)
+	r, _ := e.evaluate(nil, nil, apiVersion, resource, object)
 	return r
 }
 
@@ -383,11 +383,12 @@ func (e *Evaluator) Evaluate(apiVersion, resource string, object map[string]any)
 // whatever the rules do. A rule set can hold many expressions that each pass just within
 // CostLimit, so without a deadline one object can take seconds.
 func (e *Evaluator) EvaluateContext(ctx context.Context, apiVersion, resource string, object map[string]any) (Result, error) {
-	return e.evaluate(ctx, apiVersion, resource, object)
+	return e.evaluate(ctx, nil, apiVersion, resource, object)
 }
 
-// evaluate is Evaluate, stopped between two expressions once ctx (when not nil) is done.
-func (e *Evaluator) evaluate(ctx context.Context, apiVersion, resource string, object map[string]any) (Result, error) {
+// evaluate is Evaluate, stopped once ctx (when not nil) is done, and charging m (when
+// not nil; meter.go) with the cost of every expression.
+func (e *Evaluator) evaluate(ctx context.Context, m *meterCall, apiVersion, resource string, object map[string]any) (Result, error) {
 	rules := e.rulesFor(matchKey{apiVersion: apiVersion, resource: resource})
 	if len(rules) == 0 {
 		return passedResult(0), nil
@@ -398,10 +399,14 @@ func (e *Evaluator) evaluate(ctx context.Context, apiVersion, resource string, o
 	if object == nil {
 		act.object = emptyObject
 	}
-	defer func() { act.object = nil }()
+	act.meter = m
+	defer func() { act.object, act.meter = nil, nil }()
 	for _, r := range rules {
 		if ctx != nil && ctx.Err() != nil {
 			return Result{}, ctx.Err()
+		}
+		if m.exhausted() {
+			return Result{}, ErrBudgetExhausted
 		}
 		out, err := run(ctx, r.rule, act)
 		if ctx != nil && ctx.Err() != nil {
@@ -410,6 +415,9 @@ func (e *Evaluator) evaluate(ctx context.Context, apiVersion, resource string, o
 			return Result{}, ctx.Err()
 		}
 		if err != nil {
+			if act.cutByMeter {
+				return Result{}, ErrBudgetExhausted
+			}
 			return r.result(Error, evaluationErrorPrefix+err.Error(), len(rules)), nil
 		}
 		ok, isBool := out.(types.Bool)
@@ -435,8 +443,11 @@ func run(ctx context.Context, p cel.Program, act *evalActivation) (out ref.Val, 
 			out, err = nil, fmt.Errorf("internal error: %v", r)
 		}
 	}()
-	act.remaining = CostLimit
+	limit := act.meter.reserve()
+	act.remaining = limit
+	act.cutByMeter = false
 	act.prefixes.epoch++ // forget the parent maps of the previous evaluation
+	defer func() { act.cutByMeter = act.meter.settle(limit, act.remaining, err) }()
 	if ctx != nil {
 		out, _, err = p.ContextEval(ctx, act)
 	} else {

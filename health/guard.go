@@ -132,6 +132,11 @@ type evalActivation struct {
 	object    any
 	remaining uint64
 	prefixes  prefixCache
+	// meter is the budget of the caller's group of evaluations (meter.go), nil for none;
+	// cutByMeter says that the last expression stopped because that budget, not
+	// CostLimit, ran out.
+	meter      *meterCall
+	cutByMeter bool
 }
 
 // ResolveName resolves the only variable, object.

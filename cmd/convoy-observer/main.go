@@ -63,6 +63,9 @@ func main() {
 	fs.DurationVar(&o.RequestTimeout, "request-timeout", 30*time.Second, "timeout of each write and live read of the health loop on the management cluster (watches are not bounded)")
 	fs.IntVar(&o.ReadConcurrency, "target-read-concurrency", healthctrl.DefaultReadConcurrency, "concurrent object reads per Release pass")
 	fs.BoolVar(&showVer, "version", false, "print the version, the commit and its date, and exit")
+	fs.Int64Var(&o.PassBudget, "pass-evaluation-budget", int64(healthctrl.DefaultPassBudget), "CEL cost units that the rules may spend in one pass over one Release (one expression may spend at most 1,000,000, about 0.1 s of CPU); entries not evaluated within it are Unknown until a later pass; 0 or less: no budget (docs/operations.md, \"Tenants and fairness\")")
+	fs.IntVar(&o.EvaluationSlots, "evaluation-concurrency", 0, "rule evaluations running at once across all passes, served fairly across namespaces; 0: GOMAXPROCS (the cores the process may use)")
+	fs.StringVar(&o.NamespaceWeightLabel, "namespace-weight-label", "", "label of a Namespace whose value (a positive number, default 1) weighs the namespace's share of the queue and of the evaluation CPU when namespaces compete; empty: all namespaces weigh the same (needs get, list, watch on namespaces)")
 	fs.Var(&namespaces, "namespace", "watch only this namespace (repeatable); none means all namespaces")
 	// Errors say why in their message; a stack trace only for a programming error.
 	zopts := zap.Options{StacktraceLevel: zapcore.DPanicLevel}
@@ -74,6 +77,9 @@ func main() {
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zopts), zap.WriteTo(os.Stderr)))
 	o.QPS, o.TargetQPS, o.Shards, o.Namespaces = float32(qps), float32(targetQPS), shards, namespaces
+	if o.PassBudget == 0 {
+		o.PassBudget = -1 // the flag's 0 is no budget; Options' 0 is the default
+	}
 	log := ctrl.Log.WithName("setup")
 	if noSync && o.SyncURL != "" {
 		log.Error(nil, "--disable-sync and --sync-url contradict each other")

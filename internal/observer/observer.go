@@ -86,6 +86,16 @@ type Options struct {
 	Kubeconfig kubeconfig.Options
 	// ReadConcurrency bounds the concurrent object reads of one pass.
 	ReadConcurrency int
+	// PassBudget bounds the CEL cost of one pass over one Release, in CEL cost units
+	// (healthctrl.FairOptions.PassBudget); 0 means healthctrl.DefaultPassBudget, a
+	// negative value no budget.
+	PassBudget int64
+	// EvaluationSlots bounds the rule evaluations in flight; 0 means GOMAXPROCS.
+	EvaluationSlots int
+	// NamespaceWeightLabel, when not "", is the label of a Namespace whose value (a
+	// positive number) weighs the namespace's share of the queue and of the evaluation
+	// CPU when namespaces compete; the observer then watches Namespaces' metadata.
+	NamespaceWeightLabel string
 	// Namespaces restricts the cache to these namespaces; none means all.
 	Namespaces []string
 	// WrapWriter wraps the client that the loop writes with (tests count writes).
@@ -226,6 +236,19 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, err
 	h.LiveReader = live
 	if o.ReadConcurrency > 0 {
 		h.ReadConcurrency = o.ReadConcurrency
+	}
+	switch {
+	case o.PassBudget > 0:
+		h.Fair.PassBudget = uint64(o.PassBudget)
+	case o.PassBudget < 0:
+		h.Fair.PassBudget = 0
+	}
+	h.Fair.Slots = o.EvaluationSlots
+	if o.NamespaceWeightLabel != "" {
+		if _, err := mgr.GetCache().GetInformer(ctx, namespaceMetadata()); err != nil {
+			return nil, fmt.Errorf("watching Namespaces for --namespace-weight-label: %w", err)
+		}
+		h.Fair.Weight = namespaceWeights(ctx, mgr.GetCache(), o.NamespaceWeightLabel)
 	}
 	// Events (events.k8s.io/v1) through the manager's recorder: its broadcaster merges
 	// repeats of one Event into a series.

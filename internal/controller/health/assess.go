@@ -35,6 +35,10 @@ type assessment struct {
 	renderAdvanced bool
 	// waveCompleted: frontierWaveCompleted.
 	waveCompleted bool
+	// budgetCut is the number of entries that the pass could not evaluate within its
+	// budget (fair.go); budgetCutBefore: the Release's previous pass was cut too.
+	budgetCut       int
+	budgetCutBefore bool
 }
 
 // itemResult is the assessment of one inventory entry.
@@ -45,6 +49,7 @@ type itemResult struct {
 	state   v1alpha1.HealthState
 	message string
 	anchor  *time.Time // firstUnhealthy after this pass; nil = cleared
+	cut     bool       // not evaluated: the pass's budget ran out (budgetCut)
 }
 
 // prior is an entry's state before this pass writes (docs/design.md, "Assessment" step 5).
@@ -105,6 +110,7 @@ func (h *HealthController) assess(ctx context.Context, rel *v1alpha1.Release, pi
 		return nil, err
 	}
 	a.entries = results
+	a.budgetCut, a.budgetCutBefore = h.countCut(rel.Namespace, base.KeyOf(rel), results)
 	// 7. Render advanced.
 	for i := range results {
 		if results[i].entry.RenderRef != results[i].prior.assessedRenderRef {
@@ -146,11 +152,16 @@ func (h *HealthController) assessItems(ctx context.Context, rel *v1alpha1.Releas
 	if hasDeadline {
 		dl = &deadline
 	}
-	return h.assessItemsWith(ctx, ev, reader, entries, priors, dl, h.Clock.Now())
+	return h.assessItemsWith(ctx, h.newPassTenant(rel.Namespace), ev, reader, entries, priors, dl, h.Clock.Now())
 }
 
-// assessItemsWith is assessItems with the deadline and the time given.
-func (h *HealthController) assessItemsWith(ctx context.Context, ev *health.Evaluator, reader base.ObjectReader, entries []v1alpha1.InventoryEntry, priors map[inventory.Key]prior, dl *time.Duration, now time.Time) ([]itemResult, error) {
+// assessItemsWith is assessItems with the pass's tenant (its evaluations' namespace,
+// budget and place in the fair evaluation; nil: a pass of the namespace ""), the
+// deadline and the time given.
+func (h *HealthController) assessItemsWith(ctx context.Context, pt *passTenant, ev *health.Evaluator, reader base.ObjectReader, entries []v1alpha1.InventoryEntry, priors map[inventory.Key]prior, dl *time.Duration, now time.Time) ([]itemResult, error) {
+	if pt == nil {
+		pt = h.newPassTenant("")
+	}
 	results := make([]itemResult, len(entries))
 	g, gctx := errgroup.WithContext(ctx)
 	limit := h.ReadConcurrency
@@ -161,7 +172,7 @@ func (h *HealthController) assessItemsWith(ctx context.Context, ev *health.Evalu
 	for i := range entries {
 		g.Go(func() error {
 			k := inventory.KeyOf(&entries[i])
-			r, err := h.assessItem(gctx, ev, reader, &entries[i], priors[k], dl, now)
+			r, err := h.assessItem(gctx, pt, ev, reader, &entries[i], priors[k], dl, now)
 			if err != nil {
 				return err
 			}
@@ -181,10 +192,11 @@ func (h *HealthController) assessItemsWith(ctx context.Context, ev *health.Evalu
 	return results, nil
 }
 
-// assessItem gives one state for one inventory entry (docs/design.md, "Per-entry evaluation"). It
-// returns an error only when the cluster does not answer; a missing or unreadable
-// object is Unknown with a message that says why.
-func (h *HealthController) assessItem(ctx context.Context, ev *health.Evaluator, reader base.ObjectReader, e *v1alpha1.InventoryEntry, p prior, deadline *time.Duration, now time.Time) (itemResult, error) {
+// assessItem gives one state for one inventory entry (docs/design.md, "Per-entry
+// evaluation"). It returns an error only when the cluster does not answer or ctx ends; a
+// missing or unreadable object is Unknown with a message that says why, and so is one
+// that the pass could not evaluate within its budget (budgetCut).
+func (h *HealthController) assessItem(ctx context.Context, pt *passTenant, ev *health.Evaluator, reader base.ObjectReader, e *v1alpha1.InventoryEntry, p prior, deadline *time.Duration, now time.Time) (itemResult, error) {
 	r := itemResult{entry: *e, key: inventory.KeyOf(e), prior: p}
 	var res health.Result
 	gvr := schema.GroupVersionResource{Group: e.Group, Version: e.Version, Resource: e.Resource}
@@ -195,7 +207,13 @@ func (h *HealthController) assessItem(ctx context.Context, ev *health.Evaluator,
 		obj, err := reader.Get(ctx, gvr, e.Namespace, e.Name)
 		switch {
 		case err == nil:
-			res = ev.Evaluate(e.APIVersion(), e.Resource, obj.Object)
+			var evalErr error
+			if res, evalErr = h.evaluate(ctx, pt, ev, e.APIVersion(), e.Resource, obj.Object); evalErr != nil {
+				if errors.Is(evalErr, health.ErrBudgetExhausted) {
+					return h.budgetCut(r), nil
+				}
+				return r, evalErr // ctx ended: the pass writes nothing
+			}
 		case isUnservedResource(err):
 			res = health.Result{Outcome: health.Error, RuleIndex: -1, Message: health.TruncateMessage(fmt.Sprintf(
 				"cannot read object: the target does not serve %s (version %q, resource %q)", gvr.GroupResource(), gvr.Version, gvr.Resource))}

@@ -76,6 +76,11 @@ type HealthController struct {
 	// targets maps target objects to the Releases that read them.
 	targets targetIndex
 
+	// Fair configures the budget of a pass and the fair evaluation across namespaces
+	// (fair.go); NewHealthController sets DefaultPassBudget.
+	Fair FairOptions
+	fair fairState
+
 	mu sync.Mutex
 	// attempts holds, per Release key, the attempt count of each pending target
 	// (in memory, lost at a restart: docs/design.md, "Re-check backoff").
@@ -109,6 +114,7 @@ func NewHealthController(reader client.Reader, writer client.Client, clusters ba
 		Rand:            rand.Float64,
 		ReadConcurrency: DefaultReadConcurrency,
 		Log:             ctrl.Log.WithName("health"),
+		Fair:            FairOptions{PassBudget: DefaultPassBudget},
 	}
 }
 
@@ -135,6 +141,8 @@ func (h *HealthController) SetupWithManager(ctx context.Context, mgr manager.Man
 	opts := base.ControllerOptions(workers)
 	opts.RateLimiter = h.rateLimiter(opts.RateLimiter)
 	opts.Logger = h.Log
+	// Keys are served round-robin across namespaces (fair.go).
+	opts.NewQueue = base.NewFairQueue(base.FairQueueOptions{Weight: h.Fair.Weight, Waited: observeQueueWait})
 	r := &base.Reconciler{Sync: h.syncHandler}
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named("health").
@@ -192,6 +200,7 @@ func (h *HealthController) syncHandler(ctx context.Context, key string) (_ base.
 	if !ok {
 		return base.Result{}, reconcile.TerminalError(fmt.Errorf("malformed key %q", key))
 	}
+	passesTotal.WithLabelValues(namespace).Inc()
 
 	// 1. The Release, from the cache.
 	rel := &v1alpha1.Release{}
@@ -264,6 +273,7 @@ func (h *HealthController) syncHandler(ctx context.Context, key string) (_ base.
 	if err := h.commit(ctx, rel, inv, hooks, a, &hs, e); err != nil {
 		return base.Result{}, err
 	}
+	h.recordBudgetEvent(rel, a)
 
 	// 7. Next pass.
 	return h.scheduleHealthRecheck(key, rel, pending), nil
@@ -492,6 +502,7 @@ func (h *HealthController) shardOf(rel *v1alpha1.Release, cluster *v1alpha1.Clus
 // forget drops the in-memory state of key.
 func (h *HealthController) forget(key string) {
 	h.untrackTargets(key)
+	h.forgetFair(key)
 	h.events.forget(key)
 	h.mu.Lock()
 	defer h.mu.Unlock()

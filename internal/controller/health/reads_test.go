@@ -63,7 +63,7 @@ func TestReadsRunConcurrentlyWithABound(t *testing.T) {
 	}
 	done := make(chan outcome, 1)
 	go func() {
-		r, err := h.assessItemsWith(context.Background(), ev, reader, entries, map[inventory.Key]prior{}, nil, t0)
+		r, err := h.assessItemsWith(context.Background(), nil, ev, reader, entries, map[inventory.Key]prior{}, nil, t0)
 		done <- outcome{r, err}
 	}()
 	eventually(t, "reads in flight", func() bool { return reader.held() >= limit })
@@ -107,7 +107,7 @@ func BenchmarkAssessItems(b *testing.B) {
 		b.Run(fmt.Sprintf("concurrency=%d", c), func(b *testing.B) {
 			h := &HealthController{ReadConcurrency: c, Log: testLogger()}
 			for b.Loop() {
-				if _, err := h.assessItemsWith(context.Background(), ev, latencyReader{2 * time.Millisecond}, entries, map[inventory.Key]prior{}, nil, t0); err != nil {
+				if _, err := h.assessItemsWith(context.Background(), nil, ev, latencyReader{2 * time.Millisecond}, entries, map[inventory.Key]prior{}, nil, t0); err != nil {
 					b.Fatal(err)
 				}
 			}
