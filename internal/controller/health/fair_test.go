@@ -3,7 +3,7 @@ package health
 import (
 	"context"
 	"errors"
-		"testing"
+	"testing"
 	"time"
 )
 
