@@ -110,6 +110,15 @@ var resources = map[string]string{
 	"AnsibleJob":    "ansiblejobs",
 	"Subscription":  "subscriptions",
 	"Elasticsearch": "elasticsearches", "Kibana": "kibanas", "Beat": "beats",
+	"CephCluster": "cephclusters", "CephBlockPool": "cephblockpools", "CephObjectStore": "cephobjectstores",
+	"SparkApplication":     "sparkapplications",
+	"DNSSDServiceInstance": "dnssdserviceinstances",
+	"FlinkDeployment":      "flinkdeployments",
+	"TridentBackendConfig": "tridentbackendconfigs", "TridentOrchestrator": "tridentorchestrators",
+	"VolumeSnapshot": "volumesnapshots", "VolumeSnapshotContent": "volumesnapshotcontents",
+	"PerconaXtraDBCluster": "perconaxtradbclusters", "PerconaServerMongoDB": "perconaservermongodbs",
+	"AtlasSchema": "atlasschemas", "AtlasMigration": "atlasmigrations",
+	"Alert": "alerts",
 }
 
 func readObject(t *testing.T, path string) *unstructured.Unstructured {

@@ -116,6 +116,15 @@ var thirdPartyGroups = []string{
 	"tower.ansible.com",
 	"operators.coreos.com",
 	"elasticsearch.k8s.elastic.co", "kibana.k8s.elastic.co", "apm.k8s.elastic.co", "enterprisesearch.k8s.elastic.co", "maps.k8s.elastic.co", "agent.k8s.elastic.co", "beat.k8s.elastic.co", "logstash.k8s.elastic.co",
+	"ceph.rook.io", "cassandra.rook.io",
+	"sparkoperator.k8s.io",
+	"proclaim.dogmatiq.io",
+	"flink.apache.org",
+	"trident.netapp.io",
+	"snapshot.storage.k8s.io",
+	"pxc.percona.com", "psmdb.percona.com",
+	"db.atlasgo.io",
+	"coralogix.com",
 }
 
 // unvendoredGroups are the third-party groups whose CRDs testdata/crds lacks (see its
@@ -132,6 +141,15 @@ var unvendoredGroups = []string{
 	"tower.ansible.com",
 	"operators.coreos.com",
 	"elasticsearch.k8s.elastic.co", "kibana.k8s.elastic.co", "apm.k8s.elastic.co", "enterprisesearch.k8s.elastic.co", "maps.k8s.elastic.co", "agent.k8s.elastic.co", "beat.k8s.elastic.co", "logstash.k8s.elastic.co",
+	"ceph.rook.io", "cassandra.rook.io",
+	"sparkoperator.k8s.io",
+	"proclaim.dogmatiq.io",
+	"flink.apache.org",
+	"trident.netapp.io",
+	"snapshot.storage.k8s.io",
+	"pxc.percona.com", "psmdb.percona.com",
+	"db.atlasgo.io",
+	"coralogix.com",
 }
 
 // TestLibraryAndDefaultsLintClean: the shipped rule sets have no finding. Offline, the
