@@ -395,10 +395,7 @@ func (e *Evaluator) evaluate(ctx context.Context, m *meterCall, apiVersion, reso
 	}
 	act := activations.Get().(*evalActivation)
 	defer activations.Put(act)
-	act.object = object
-	if object == nil {
-		act.object = emptyObject
-	}
+	act.object = ruleView(object)
 	act.meter = m
 	defer func() { act.object, act.meter = nil, nil }()
 	for _, r := range rules {

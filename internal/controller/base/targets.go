@@ -23,6 +23,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
+	"github.com/kumodo/convoy-observer/health"
 )
 
 // TargetRef names one object that a Release reads from its target cluster: an inventory
@@ -477,9 +478,9 @@ func sortedNames[K interface {
 	return out
 }
 
-// lastAppliedAnnotation is kubectl's copy of the last applied object; rules never read
-// it and it doubles an object's size.
-const lastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
+// lastAppliedAnnotation is kubectl's copy of the last applied object; rules never see it
+// (health.Evaluator removes it on every path) and it doubles an object's size.
+const lastAppliedAnnotation = health.LastAppliedAnnotation
 
 // stripForCache drops from an object what rules never read before it is cached:
 // metadata.managedFields and the last-applied-configuration annotation.
