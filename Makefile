@@ -16,9 +16,11 @@ build:
 vet:
 	go vet ./...
 
-## generate: deepcopy code and CRDs (config/crd/bases) from the types in api/.
+## generate: deepcopy code, apply configurations (api/v1alpha1/applyconfiguration, for the
+## observer's typed Server-Side Apply) and CRDs (config/crd/bases) from the types in api/.
 generate:
 	go tool controller-gen object paths=./api/...
+	go tool controller-gen applyconfiguration:omitToolVersion=true paths=./api/v1alpha1/...
 	go tool controller-gen crd:crdVersions=v1 paths=./api/... output:crd:artifacts:config=config/crd/bases
 
 ## images: OCI images of convoy-observer and convoy-api (bin/images/NAME, OCI layouts;

@@ -8,6 +8,7 @@
 // writes them with Server-Side Apply under its own field managers.
 //
 // +kubebuilder:object:generate=true
+// +kubebuilder:ac:generate=true
 // +groupName=convoy.kumodo.io
 package v1alpha1
 
@@ -19,6 +20,10 @@ import (
 var (
 	// GroupVersion is the group and version of these types.
 	GroupVersion = schema.GroupVersion{Group: "convoy.kumodo.io", Version: "v1alpha1"}
+
+	// SchemeGroupVersion is GroupVersion under the name that the generated apply
+	// configurations (package applyconfiguration) use.
+	SchemeGroupVersion = GroupVersion
 
 	// SchemeBuilder registers the types of this package with a runtime.Scheme.
 	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}

@@ -64,9 +64,10 @@ type countingStatus struct {
 
 func (s countingStatus) Apply(ctx context.Context, obj runtime.ApplyConfiguration, opts ...client.SubResourceApplyOption) error {
 	err := s.SubResourceWriter.Apply(ctx, obj, opts...)
-	if u, ok := obj.(interface{ GetName() string }); ok && err == nil {
+	// The loop applies typed apply configurations (GetName() *string).
+	if u, ok := obj.(interface{ GetName() *string }); ok && err == nil && u.GetName() != nil {
 		s.w.mu.Lock()
-		s.w.n[u.GetName()]++
+		s.w.n[*u.GetName()]++
 		s.w.mu.Unlock()
 	}
 	return err

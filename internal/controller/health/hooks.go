@@ -10,9 +10,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
+	acv1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1/applyconfiguration/api/v1alpha1"
 	"github.com/kumodo/convoy-observer/health"
 	"github.com/kumodo/convoy-observer/internal/controller/base"
 	"github.com/kumodo/convoy-observer/internal/inventory"
@@ -25,7 +27,7 @@ type hookOutcome struct {
 	// running names the hooks whose state is Running after this pass.
 	running []string
 	// status is the hooks list that writeHookStatus applies; nil when nothing changed.
-	status []any
+	status []*acv1alpha1.HookEntryApplyConfiguration
 	// terminal are the hooks whose run ended in this pass, for their Events: polled to
 	// Succeeded or Failed from another state, from no finishedAt, or after a re-arm.
 	terminal []finishedHook
@@ -302,20 +304,21 @@ func shortDuration(d time.Duration) string {
 // nil when the observer already owns exactly these values, so once every hook has
 // finished the loop stops writing to the inventory (docs/design.md, "Deletion"); stale (the
 // observer still owns a hook the controller-manager dropped) forces a write that lets go.
-func hookStatus(own *inventory.Ownership, before, after []v1alpha1.HookEntry, stale bool) []any {
+func hookStatus(own *inventory.Ownership, before, after []v1alpha1.HookEntry, stale bool) []*acv1alpha1.HookEntryApplyConfiguration {
 	changed := stale
-	list := make([]any, 0, len(after))
+	list := make([]*acv1alpha1.HookEntryApplyConfiguration, 0, len(after))
 	for i := range after {
 		hk := &after[i]
 		if hk.State == "" {
 			continue
 		}
-		e := map[string]any{"name": hk.Name, "state": string(hk.State)}
+		// Only the observer's fields: a field left out is one the observer lets go of.
+		e := acv1alpha1.HookEntry().WithName(hk.Name).WithState(hk.State)
 		if hk.Message != "" {
-			e["message"] = hk.Message
+			e.WithMessage(hk.Message)
 		}
 		if hk.FinishedAt != nil {
-			e["finishedAt"] = hk.FinishedAt.UTC().Format(time.RFC3339)
+			e.WithFinishedAt(metav1.NewTime(hk.FinishedAt.UTC().Truncate(time.Second)))
 		}
 		list = append(list, e)
 		b := &before[i]
@@ -338,15 +341,9 @@ func (h *HealthController) writeHookStatus(ctx context.Context, inv *v1alpha1.Re
 	if inv == nil || hooks.status == nil {
 		return rv, nil
 	}
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": v1alpha1.GroupVersion.String(),
-		"kind":       "ReleaseInventory",
-		"metadata":   withOwed(inventoryMeta(inv, rv), record),
-		"hooks":      hooks.status,
-	}}
-	if err := h.Writer.Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
-		client.FieldOwner(inventory.FieldManagerHookStatus), client.ForceOwnership); err != nil {
+	ac := inventoryApply(inv, rv, record).WithHooks(hooks.status...)
+	if err := h.Writer.Apply(ctx, ac, client.FieldOwner(inventory.FieldManagerHookStatus), client.ForceOwnership); err != nil {
 		return rv, fmt.Errorf("applying the status of %d hooks: %w", len(hooks.status), err)
 	}
-	return u.GetResourceVersion(), nil
+	return ptr.Deref(ac.ResourceVersion, rv), nil
 }

@@ -105,15 +105,6 @@ func paidSince(rel *v1alpha1.Release, value string) (paid, ok bool) {
 	return baselineOf(rel) != baseline, true
 }
 
-// withOwed returns the metadata of an inventory apply (inventoryMeta) that carries the
-// record value, or none when value is "".
-func withOwed(meta map[string]any, value string) map[string]any {
-	if value != "" {
-		meta["annotations"] = map[string]any{inventory.AnnotationSyncOwed: value}
-	}
-	return meta
-}
-
 // removeSyncOwed removes the record value of an owed sync request from inv with one
 // JSON patch under the field manager convoy-sync-owed. The patch tests the inventory's
 // uid (never an inventory that was re-created meanwhile) and the record's value, not the

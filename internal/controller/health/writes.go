@@ -11,10 +11,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
+	acv1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1/applyconfiguration/api/v1alpha1"
 	"github.com/kumodo/convoy-observer/internal/controller/base"
 	"github.com/kumodo/convoy-observer/internal/inventory"
 )
@@ -40,24 +42,24 @@ func (h *HealthController) writeInventoryHealth(ctx context.Context, a *assessme
 		}
 	}
 	unchanged := !a.stale
-	list := make([]any, 0, len(a.entries))
+	list := make([]*acv1alpha1.InventoryEntryApplyConfiguration, 0, len(a.entries))
 	for i := range a.entries {
 		r := &a.entries[i]
-		e := map[string]any{
-			"group": r.key.Group, "kind": r.key.Kind, "namespace": r.key.Namespace, "name": r.key.Name,
-			"state": string(r.state),
-		}
+		// The four keys (group and namespace too when "") and the observer's fields only; a
+		// field left out is one the observer lets go of.
+		e := acv1alpha1.InventoryEntry().WithGroup(r.key.Group).WithKind(r.key.Kind).
+			WithNamespace(r.key.Namespace).WithName(r.key.Name).WithState(r.state)
 		if r.message != "" {
-			e["message"] = r.message
+			e.WithMessage(r.message)
 		}
 		var anchor *metav1.Time
 		if r.anchor != nil {
 			t := metav1.NewTime(r.anchor.UTC().Truncate(time.Second))
 			anchor = &t
-			e["firstUnhealthy"] = t.Format(time.RFC3339)
+			e.WithFirstUnhealthy(t)
 		}
 		if r.entry.RenderRef != "" {
-			e["assessedRenderRef"] = r.entry.RenderRef
+			e.WithAssessedRenderRef(r.entry.RenderRef)
 		}
 		list = append(list, e)
 		if !own.EntryOwnedBy(inventory.FieldManagerInventory, r.key) ||
@@ -75,23 +77,17 @@ func (h *HealthController) writeInventoryHealth(ctx context.Context, a *assessme
 	if last, ok := recall(h, &h.entriesWritten, key); unchanged && (!ok || last == sum) {
 		return rv, nil
 	}
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": v1alpha1.GroupVersion.String(),
-		"kind":       "ReleaseInventory",
-		"metadata":   withOwed(inventoryMeta(a.inv, rv), record),
-		"entries":    list,
-	}}
-	if err := h.Writer.Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
-		client.FieldOwner(inventory.FieldManagerInventory), client.ForceOwnership); err != nil {
+	ac := inventoryApply(a.inv, rv, record).WithEntries(list...)
+	if err := h.Writer.Apply(ctx, ac, client.FieldOwner(inventory.FieldManagerInventory), client.ForceOwnership); err != nil {
 		return rv, fmt.Errorf("applying the health of %d inventory entries: %w", len(list), err)
 	}
 	remember(h, &h.entriesWritten, key, sum)
-	return u.GetResourceVersion(), nil
+	return ptr.Deref(ac.ResourceVersion, rv), nil
 }
 
 // entriesSum is a digest of the entries list of an apply.
-func entriesSum(list []any) uint64 {
-	b, _ := json.Marshal(list) // maps encode with sorted keys
+func entriesSum(list []*acv1alpha1.InventoryEntryApplyConfiguration) uint64 {
+	b, _ := json.Marshal(list)
 	d := fnv.New64a()
 	_, _ = d.Write(b)
 	return d.Sum64()
@@ -115,17 +111,21 @@ func remember[V any](h *HealthController, m *map[string]V, key string, v V) {
 	(*m)[key] = v
 }
 
-// inventoryMeta is the metadata of an apply to inv, with two preconditions. The uid: an
-// apply never re-creates an inventory that the controller-manager deleted meanwhile. The
+// inventoryApply starts an apply to inv with two preconditions. The uid: an apply
+// never re-creates an inventory that the controller-manager deleted meanwhile. The
 // resourceVersion rv: an apply built from a cache that lags behind the controller-manager
 // never brings back an entry or hook it has just dropped. Either fails with a conflict,
-// which the queue retries quietly once the cache has caught up.
-func inventoryMeta(inv *v1alpha1.ReleaseInventory, rv string) map[string]any {
-	m := map[string]any{"name": inv.Name, "namespace": inv.Namespace, "uid": string(inv.UID)}
+// which the queue retries quietly once the cache has caught up. record, when not "", is
+// the record of an owed sync request that the apply carries (owed.go).
+func inventoryApply(inv *v1alpha1.ReleaseInventory, rv, record string) *acv1alpha1.ReleaseInventoryApplyConfiguration {
+	ac := acv1alpha1.ReleaseInventory(inv.Name, inv.Namespace).WithUID(inv.UID)
 	if rv != "" {
-		m["resourceVersion"] = rv
+		ac.WithResourceVersion(rv)
 	}
-	return m
+	if record != "" {
+		ac.WithAnnotations(map[string]string{inventory.AnnotationSyncOwed: record})
+	}
+	return ac
 }
 
 func equalTime(a, b *metav1.Time) bool {
@@ -236,30 +236,16 @@ func (h *HealthController) writeHealth(ctx context.Context, rel *v1alpha1.Releas
 	if prev != nil && prev.Status == hs.status {
 		transition = prev.LastTransitionTime
 	}
-	status := map[string]any{
-		"conditions": []any{map[string]any{
-			"type":               v1alpha1.ConditionHealthy,
-			"status":             string(hs.status),
-			"reason":             hs.reason,
-			"message":            truncateCondition(hs.message),
-			"observedGeneration": rel.Generation,
-			"lastTransitionTime": transition.Format(time.RFC3339),
-		}},
-	}
+	cond := metav1ac.Condition().WithType(v1alpha1.ConditionHealthy).WithStatus(hs.status).
+		WithReason(hs.reason).WithMessage(truncateCondition(hs.message)).
+		WithObservedGeneration(rel.Generation).WithLastTransitionTime(transition)
+	status := acv1alpha1.ReleaseStatus().WithConditions(cond)
 	if s := hs.summary; s != nil {
-		status["healthSummary"] = map[string]any{
-			"total": int64(s.Total), "healthy": int64(s.Healthy), "progressing": int64(s.Progressing),
-			"degraded": int64(s.Degraded), "unknown": int64(s.Unknown),
-		}
+		status.WithHealthSummary(acv1alpha1.HealthSummary().WithTotal(s.Total).WithHealthy(s.Healthy).
+			WithProgressing(s.Progressing).WithDegraded(s.Degraded).WithUnknown(s.Unknown))
 	}
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": v1alpha1.GroupVersion.String(),
-		"kind":       "Release",
-		"metadata":   map[string]any{"name": rel.Name, "namespace": rel.Namespace},
-		"status":     status,
-	}}
-	if err := h.Writer.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
-		client.FieldOwner(inventory.FieldManagerHealth), client.ForceOwnership); err != nil {
+	ac := acv1alpha1.Release(rel.Name, rel.Namespace).WithStatus(status)
+	if err := h.Writer.Status().Apply(ctx, ac, client.FieldOwner(inventory.FieldManagerHealth), client.ForceOwnership); err != nil {
 		return fmt.Errorf("applying the Healthy condition (%s/%s): %w", hs.status, hs.reason, err)
 	}
 	remember(h, &h.written, key, writtenHealth{cond: metav1.Condition{Type: v1alpha1.ConditionHealthy, Status: hs.status,
