@@ -14,6 +14,7 @@
 package manifest
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -27,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	sigsjson "sigs.k8s.io/json"
+	sigsyaml "sigs.k8s.io/yaml"
 
 	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
 )
@@ -40,21 +42,28 @@ const (
 // scanBuffer is how far the decoder looks ahead to tell JSON from YAML.
 const scanBuffer = 4096
 
-// documents splits r into its documents, each converted to JSON. Empty documents (a
-// leading "---", a document of comments only) are skipped. An error names the 1-based
-// number of the document that failed. A key written twice in one mapping is an error
-// (see checkDuplicateKeys), in YAML as in JSON: YAML-to-JSON conversion would otherwise
-// keep the last value silently.
+// documents splits r into its documents, each converted to JSON, the way
+// apimachinery's YAMLOrJSONDecoder does (a stream whose first character is "{" is JSON
+// documents; anything else YAML documents separated by "---", each converted by
+// sigs.k8s.io/yaml). Empty documents (a leading "---", a document of comments only) are
+// skipped. An error names the 1-based number of the document that failed. A key written
+// twice in one mapping is a *DuplicateKeyError, found by the decoder that produces the
+// values (duplicates.go): converting YAML to JSON would otherwise keep the last value
+// silently.
 func documents(r io.Reader) ([][]byte, error) {
 	data, err := io.ReadAll(r)
 	if err != nil {
 		return nil, err
 	}
-	parsed, dupErr := checkDuplicateKeys(data)
-	if dupErr != nil {
-		return nil, dupErr
+	if utilyaml.IsJSONBuffer(data) {
+		return jsonDocuments(data)
 	}
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), scanBuffer)
+	return yamlDocuments(data)
+}
+
+// jsonDocuments splits a stream of JSON documents.
+func jsonDocuments(data []byte) ([][]byte, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
 	var docs [][]byte
 	for n := 1; ; n++ {
 		var raw json.RawMessage
@@ -64,17 +73,46 @@ func documents(r io.Reader) ([][]byte, error) {
 			}
 			return nil, fmt.Errorf("document %d: %w", n, err)
 		}
-		if s := strings.TrimSpace(string(raw)); s == "" || s == "null" {
+		end := int(dec.InputOffset())
+		if d := jsonDuplicate(raw, bytes.Count(data[:max(end-len(raw), 0)], []byte("\n"))); d != nil {
+			d.Document = n
+			return nil, d
+		}
+		if s := strings.TrimSpace(string(raw)); s == "null" {
 			continue
 		}
-		if !parsed { // a JSON stream: raw is the document as written
-			if _, dupErr := checkDuplicateKeys(raw); dupErr != nil {
-				var d *DuplicateKeyError
-				if errors.As(dupErr, &d) {
-					d.Document = n
-				}
-				return nil, dupErr
+		docs = append(docs, raw)
+	}
+}
+
+// yamlDocuments splits a stream of YAML documents and converts each to JSON.
+func yamlDocuments(data []byte) ([][]byte, error) {
+	reader := utilyaml.NewYAMLReader(bufio.NewReaderSize(bytes.NewReader(data), scanBuffer))
+	var docs [][]byte
+	cursor := 0 // where the previous document ended in data
+	for n := 1; ; n++ {
+		doc, err := reader.Read()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return docs, nil
 			}
+			return nil, fmt.Errorf("document %d: %w", n, err)
+		}
+		start := cursor
+		if i := bytes.Index(data[cursor:], doc); i >= 0 {
+			start = cursor + i
+			cursor = start + len(doc)
+		}
+		if d := yamlDuplicate(doc, bytes.Count(data[:start], []byte("\n"))); d != nil {
+			d.Document = n
+			return nil, d
+		}
+		raw, err := sigsyaml.YAMLToJSON(doc)
+		if err != nil {
+			return nil, fmt.Errorf("document %d: %w", n, err)
+		}
+		if s := strings.TrimSpace(string(raw)); s == "" || s == "null" {
+			continue
 		}
 		docs = append(docs, raw)
 	}

@@ -288,3 +288,39 @@ func TestListsNestedTooDeep(t *testing.T) {
 		}
 	}
 }
+
+// TestDuplicateKeysAsTheDecoderSeesThem: duplicates are found by the decoder that
+// produces the values, so the check and the meaning agree: a JSON file with a
+// surrogate-pair escape is checked too (it was skipped when the YAML pre-parser failed
+// on it, and the second value was judged), YAML 1.1's `on` and "true" are one key
+// "true" (one value was dropped silently), and "on", `on` and `off` are three keys
+// ("on", "true", "false"; they were called duplicates).
+func TestDuplicateKeysAsTheDecoderSeesThem(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ name, in, want string }{
+		{"surrogate pair in JSON", `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"\ud83d\ude80"},"status":{"phase":"Failed","phase":"Running"}}`,
+			`document 1: duplicate key "phase" at status.phase`},
+		{"on and true", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\ndata:\n  on: x\n  \"true\": y\n",
+			`document 1: duplicate key "true" at data.true (line 6; first at line 5)`},
+		{"yes and true", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\ndata:\n  yes: x\n  true: y\n",
+			`document 1: duplicate key "true" at data.true (line 6; first at line 5)`},
+		{"quoted and plain", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\ndata:\n  \"a\": x\n  a: y\n",
+			`document 1: duplicate key "a" at data.a (line 6; first at line 5)`},
+		{"int and float", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\ndata:\n  1: x\n  1.0: y\n",
+			`document 1: duplicate key "1" at data.1 (line 6; first at line 5)`},
+	} {
+		_, err := manifest.DecodeObjects(strings.NewReader(tc.in))
+		var d *manifest.DuplicateKeyError
+		if err == nil || !errors.As(err, &d) || err.Error() != tc.want {
+			t.Errorf("%s: got %v, want %q", tc.name, err, tc.want)
+		}
+	}
+	objs, err := manifest.DecodeObjects(strings.NewReader("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\ndata:\n  \"on\": a\n  on: b\n  off: c\n"))
+	if err != nil || len(objs) != 1 {
+		t.Fatalf("on, \"on\" and off: %v", err)
+	}
+	data, _ := objs[0].Object["data"].(map[string]any)
+	if data["on"] != "a" || data["true"] != "b" || data["false"] != "c" || len(data) != 3 {
+		t.Errorf("data = %v, want on=a true=b false=c", data)
+	}
+}
