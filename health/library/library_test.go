@@ -140,6 +140,9 @@ var resources = map[string]string{
 	"Integration":      "integrations",
 	"ZookeeperCluster": "zookeeperclusters",
 	"ClusterPolicy":    "clusterpolicies",
+	// Trident protect (astra.netapp.io)
+	"Application": "applications", "AppVault": "appvaults", "Snapshot": "snapshots",
+	"ExecHooksRun": "exechooksruns",
 }
 
 func readObject(t *testing.T, path string) *unstructured.Unstructured {

@@ -146,6 +146,7 @@ var thirdPartyGroups = []string{
 	"camel.apache.org",
 	"zookeeper.pravega.io",
 	"kyverno.io",
+	"astra.netapp.io",
 }
 
 // unvendoredGroups are the third-party groups whose CRDs testdata/crds lacks (see its
@@ -192,6 +193,7 @@ var unvendoredGroups = []string{
 	"camel.apache.org",
 	"zookeeper.pravega.io",
 	"kyverno.io",
+	"astra.netapp.io",
 }
 
 // TestLibraryAndDefaultsLintClean: the shipped rule sets have no finding. Offline, the
