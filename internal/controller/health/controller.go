@@ -86,8 +86,14 @@ type HealthController struct {
 	// (in memory, lost at a restart: docs/design.md, "Re-check backoff").
 	attempts map[string]map[string]int
 	// lastShard remembers the shard of each Cluster (namespace/name) seen by this
-	// replica, for the shard gate of Releases whose Cluster was deleted.
+	// replica, for the shard gate of Releases whose Cluster was deleted; it goes with
+	// the last Release of that Cluster (forgetCluster).
 	lastShard map[string]string
+	// clusterOf holds the Cluster (namespace/name) of each Release key this replica
+	// passed, and clusterRefs how many Releases name each Cluster: the memory of a
+	// Cluster (lastShard, its Event budget and outage) lives as long as one of them.
+	clusterOf   map[string]string
+	clusterRefs map[string]int
 	// wakePending marks keys whose sync request failed, so the next pass sends it
 	// again even though the edge that caused it has passed.
 	wakePending map[string]bool
@@ -207,6 +213,7 @@ func (h *HealthController) syncHandler(ctx context.Context, key string) (_ base.
 	if err := h.Reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, rel); err != nil {
 		if apierrors.IsNotFound(err) {
 			h.forget(key)
+			h.forgetCluster(key)
 			forgetMetrics(namespace, name)
 			return base.Result{}, nil // the controller-manager deletes the inventory
 		}
@@ -489,6 +496,16 @@ func (h *HealthController) shardOf(rel *v1alpha1.Release, cluster *v1alpha1.Clus
 	key := rel.Namespace + "/" + rel.Spec.ClusterRef.Name
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if old := h.clusterOf[base.KeyOf(rel)]; old != key {
+		if h.clusterOf == nil {
+			h.clusterOf, h.clusterRefs = map[string]string{}, map[string]int{}
+		}
+		h.clusterOf[base.KeyOf(rel)] = key
+		h.clusterRefs[key]++
+		if old != "" {
+			h.dropClusterRef(old)
+		}
+	}
 	if cluster != nil {
 		if h.lastShard == nil {
 			h.lastShard = map[string]string{}
@@ -497,6 +514,28 @@ func (h *HealthController) shardOf(rel *v1alpha1.Release, cluster *v1alpha1.Clus
 		return cluster.Spec.Shard
 	}
 	return h.lastShard[key]
+}
+
+// forgetCluster drops the Release key from the Releases of its Cluster, and the memory
+// of that Cluster with its last Release. Only for a Release that is gone: one whose shard
+// moved still names its Cluster, and a Cluster that is gone keeps its last shard.
+func (h *HealthController) forgetCluster(key string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if cl, ok := h.clusterOf[key]; ok {
+		delete(h.clusterOf, key)
+		h.dropClusterRef(cl)
+	}
+}
+
+// dropClusterRef counts one Release less for the Cluster cl, under h.mu.
+func (h *HealthController) dropClusterRef(cl string) {
+	if h.clusterRefs[cl]--; h.clusterRefs[cl] > 0 {
+		return
+	}
+	delete(h.clusterRefs, cl)
+	delete(h.lastShard, cl)
+	h.events.forgetCluster(cl)
 }
 
 // forget drops the in-memory state of key.

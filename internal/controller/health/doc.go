@@ -20,4 +20,20 @@
 // controller-manager records it after the apply of its wave, and the anchors
 // (firstUnhealthy) live in the inventory so that an observer restart never resets the
 // clock of a failing object.
+//
+// In memory, per Release and only for speed or as the design keeps it there (the
+// re-check attempt counts), the loop holds: the attempt counts, the last condition and
+// entries digest it applied (a lagging cache may not show them yet), the owed-sync state
+// and the last Event kind; forget drops all of them when the Release is gone or its
+// shard moves away. Per Cluster it holds the shard last seen, the Event budget and the
+// outage flag, dropped with the last Release that names the Cluster (forgetCluster).
+//
+// Why an owed sync request is an annotation on the inventory and not a Flux-style
+// requestedAt / lastHandledReconcileAt pair in status: the record must land in the very
+// apply that persists the edge's state (one request, so a crash can never separate the
+// state from its debt), the observer owns no status of the inventory and may write only
+// the Healthy condition and healthSummary of the Release, and comparing the record's
+// baseline with the Release's own sync-requested-at annotation already is the "last
+// handled" half of that protocol, with no second write (docs/design.md, "The owed sync
+// record").
 package health

@@ -105,6 +105,22 @@ func (s *eventState) forget(key string) {
 	delete(s.kinds, key)
 }
 
+// forgetCluster drops what is remembered of the Cluster key (its Event budget and
+// outage), once no Release names it.
+func (s *eventState) forgetCluster(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.buckets, key)
+	delete(s.down, key)
+}
+
+// size returns how many Releases and Clusters s remembers, for tests.
+func (s *eventState) size() (releases, clusters int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.kinds), max(len(s.buckets), len(s.down))
+}
+
 // markDown records the cluster as down; true when it was not (an edge).
 func (s *eventState) markDown(key string, down bool) bool {
 	s.mu.Lock()
