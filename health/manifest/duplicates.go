@@ -192,31 +192,31 @@ func lastSegment(path string) string {
 	return path
 }
 
-// locate fills in the lines of d (and its path when only the key and line are known)
-// from go.yaml.in/yaml/v3's nodes, resolving each key as go-yaml v2 does. It leaves d
-// as it is when v3 cannot parse doc or finds another duplicate.
+// locate fills in the lines of d (and its path when only the key and a line are known)
+// from go.yaml.in/yaml/v3's nodes, resolving each key as go-yaml v2 does. go-yaml v2's
+// strict error gives the line where the repeated key's value starts, so the repeated key
+// closest above that line is taken. It leaves d as it is when v3 cannot parse doc or
+// finds no such duplicate.
 func locate(doc []byte, d *DuplicateKeyError) {
 	var root yaml3.Node
 	if err := yaml3.Unmarshal(doc, &root); err != nil {
 		return
 	}
-	var walk func(n *yaml3.Node, path string, depth int) bool
-	walk = func(n *yaml3.Node, path string, depth int) bool {
+	found := false
+	var best DuplicateKeyError
+	var walk func(n *yaml3.Node, path string, depth int)
+	walk = func(n *yaml3.Node, path string, depth int) {
 		if n == nil || depth > maxDepth {
-			return false
+			return
 		}
 		switch n.Kind {
 		case yaml3.DocumentNode:
 			for _, c := range n.Content {
-				if walk(c, path, depth+1) {
-					return true
-				}
+				walk(c, path, depth+1)
 			}
 		case yaml3.SequenceNode:
 			for i, c := range n.Content {
-				if walk(c, path+"["+strconv.Itoa(i)+"]", depth+1) {
-					return true
-				}
+				walk(c, path+"["+strconv.Itoa(i)+"]", depth+1)
 			}
 		case yaml3.MappingNode:
 			first := map[string]int{}
@@ -224,21 +224,21 @@ func locate(doc []byte, d *DuplicateKeyError) {
 				k := n.Content[i]
 				ks := resolveKey(k)
 				p := join(path, ks)
-				if line, ok := first[ks]; ok && ks == d.Key && (d.Path == "" || d.Path == p) && (d.Line == 0 || d.Line == k.Line) {
-					d.Path, d.Line, d.FirstLine = p, k.Line, line
-					return true
+				if line, ok := first[ks]; ok && ks == d.Key && (d.Path == "" || d.Path == p) &&
+					(d.Line == 0 || k.Line <= d.Line) && (!found || k.Line > best.Line) {
+					found, best = true, DuplicateKeyError{Path: p, Line: k.Line, FirstLine: line}
 				}
 				if _, ok := first[ks]; !ok {
 					first[ks] = k.Line
 				}
-				if walk(n.Content[i+1], p, depth+1) {
-					return true
-				}
+				walk(n.Content[i+1], p, depth+1)
 			}
 		}
-		return false
 	}
 	walk(&root, "", 0)
+	if found {
+		d.Path, d.Line, d.FirstLine = best.Path, best.Line, best.FirstLine
+	}
 }
 
 // resolveKey is the JSON key go-yaml v2 and sigs.k8s.io/yaml make of a key node.
