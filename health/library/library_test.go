@@ -143,6 +143,9 @@ var resources = map[string]string{
 	// Trident protect (astra.netapp.io)
 	"Application": "applications", "AppVault": "appvaults", "Snapshot": "snapshots",
 	"ExecHooksRun": "exechooksruns",
+	// gloo
+	"VirtualService": "virtualservices", "RouteTable": "routetables", "Upstream": "upstreams", "Proxy": "proxies",
+	"AuthConfig": "authconfigs",
 }
 
 func readObject(t *testing.T, path string) *unstructured.Unstructured {

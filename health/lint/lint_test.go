@@ -147,6 +147,7 @@ var thirdPartyGroups = []string{
 	"zookeeper.pravega.io",
 	"kyverno.io",
 	"astra.netapp.io",
+	"gateway.solo.io", "gloo.solo.io", "enterprise.gloo.solo.io",
 }
 
 // unvendoredGroups are the third-party groups whose CRDs testdata/crds lacks (see its
@@ -194,6 +195,7 @@ var unvendoredGroups = []string{
 	"zookeeper.pravega.io",
 	"kyverno.io",
 	"astra.netapp.io",
+	"gateway.solo.io", "gloo.solo.io", "enterprise.gloo.solo.io",
 }
 
 // TestLibraryAndDefaultsLintClean: the shipped rule sets have no finding. Offline, the
