@@ -214,11 +214,12 @@ func (g *evalGate) pruneLocked(namespace string, f *flow) {
 }
 
 // DefaultPassBudget is the default CEL budget of one pass over one Release, in CEL cost
-// units: 500 times health.CostLimit (the per-expression limit, about 0.1 s of CPU), so
-// about a minute of CPU at most. A Release of 50 ConfigMaps under two near-limit rules
-// each spends about a fifth of it; 100 entries under 256 near-limit rules would hold a
-// worker for minutes without it.
-const DefaultPassBudget = 500 * health.CostLimit
+// units: 2,000 times health.CostLimit (the per-expression limit). One CostLimit is
+// about 25 ms of CPU for a comprehension on a current core (at most about 0.1 s), so the
+// budget is about 50 s of CPU. A Release of 50 ConfigMaps under nine near-limit rules
+// (about 200 ms of CPU per object) spends a fifth of it; 100 entries under 256
+// near-limit rules would hold a worker for ten minutes without it.
+const DefaultPassBudget = 2000 * health.CostLimit
 
 // FairOptions configure the loop's fair evaluation (docs/operations.md, "Tenants and
 // fairness").
