@@ -146,6 +146,9 @@ var resources = map[string]string{
 	// gloo
 	"VirtualService": "virtualservices", "RouteTable": "routetables", "Upstream": "upstreams", "Proxy": "proxies",
 	"AuthConfig": "authconfigs",
+	// 3scale
+	"APIManager": "apimanagers", "Product": "products", "ApplicationAuth": "applicationauths",
+	"DeveloperAccount": "developeraccounts", "DeveloperUser": "developerusers", "ProxyConfigPromote": "proxyconfigpromotes",
 }
 
 func readObject(t *testing.T, path string) *unstructured.Unstructured {

@@ -148,6 +148,7 @@ var thirdPartyGroups = []string{
 	"kyverno.io",
 	"astra.netapp.io",
 	"gateway.solo.io", "gloo.solo.io", "enterprise.gloo.solo.io",
+	"apps.3scale.net", "capabilities.3scale.net",
 }
 
 // unvendoredGroups are the third-party groups whose CRDs testdata/crds lacks (see its
