@@ -285,27 +285,44 @@ func sortedGVRs(keys iter.Seq[schema.GroupVersionResource]) []schema.GroupVersio
 	})
 }
 
-// checkExpression type-checks expr with object of schema s and checks its has() calls.
+// checkExpression type-checks expr with object of schema s, as a live object is read
+// (live.go), and checks its has() calls.
 func checkExpression(expr string, s *spec.Schema, gvk schema.GroupVersionKind) []string {
-	env, err := typedEnv(s, gvk)
+	env, err := typedEnv(liveSchema(s, numbersDyn, 0), gvk)
 	if err != nil {
 		return []string{fmt.Sprintf("cannot build the typed environment: %v", err)}
 	}
 	ast, iss := env.Compile(expr)
 	if iss.Err() != nil {
-		var msgs []string
-		for _, e := range iss.Errors() {
-			msgs = append(msgs, fmt.Sprintf("%s (column %d)", e.Message, e.Location.Column()+1))
+		return issues(iss)
+	}
+	if intEnv, err := typedEnv(liveSchema(s, numbersInt, 0), gvk); err == nil {
+		if _, iss := intEnv.Compile(expr); iss.Err() != nil {
+			var msgs []string
+			for _, m := range issues(iss) {
+				msgs = append(msgs, "a JSON number without a fraction is an int on a live object, and then: "+m)
+			}
+			return msgs
 		}
+	}
+	if msgs := escapedNames(expr); len(msgs) > 0 {
 		return msgs
 	}
 	return uncheckedHas(ast, s)
 }
 
+// issues lists the messages of a failed compilation.
+func issues(iss *cel.Issues) []string {
+	var msgs []string
+	for _, e := range iss.Errors() {
+		msgs = append(msgs, fmt.Sprintf("%s (column %d)", e.Message, e.Location.Column()+1))
+	}
+	return msgs
+}
+
 // typedEnv is the rules' environment with object declared as the resource's type.
 func typedEnv(s *spec.Schema, gvk schema.GroupVersionKind) (*cel.Env, error) {
-	noFormats := withoutFormats(s)
-	decl := common.SchemaDeclType(&celopenapi.Schema{Schema: noFormats}, true)
+	decl := common.SchemaDeclType(&celopenapi.Schema{Schema: s}, true)
 	if decl == nil {
 		return nil, fmt.Errorf("the schema of %s has no CEL type", gvk)
 	}
@@ -325,30 +342,4 @@ func typedEnv(s *spec.Schema, gvk schema.GroupVersionKind) (*cel.Env, error) {
 func typeName(gvk schema.GroupVersionKind) string {
 	r := strings.NewReplacer(".", "_", "/", "_", "-", "_")
 	return "object_" + r.Replace(gvk.Group) + "_" + gvk.Version + "_" + gvk.Kind
-}
-
-// withoutFormats returns a copy of s without format anywhere: the loop's objects are
-// unstructured, so a date-time is a string there, not a timestamp.
-func withoutFormats(s *spec.Schema) *spec.Schema {
-	if s == nil {
-		return nil
-	}
-	c := *s
-	c.Format = ""
-	if s.Properties != nil {
-		c.Properties = make(map[string]spec.Schema, len(s.Properties))
-		for k, v := range s.Properties {
-			c.Properties[k] = *withoutFormats(&v)
-		}
-	}
-	if s.Items != nil && s.Items.Schema != nil {
-		c.Items = &spec.SchemaOrArray{Schema: withoutFormats(s.Items.Schema)}
-	}
-	if s.AdditionalProperties != nil && s.AdditionalProperties.Schema != nil {
-		c.AdditionalProperties = &spec.SchemaOrBool{Allows: s.AdditionalProperties.Allows, Schema: withoutFormats(s.AdditionalProperties.Schema)}
-	}
-	for i := range c.AllOf {
-		c.AllOf[i] = *withoutFormats(&s.AllOf[i])
-	}
-	return &c
 }
