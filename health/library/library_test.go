@@ -149,6 +149,9 @@ var resources = map[string]string{
 	// 3scale
 	"APIManager": "apimanagers", "Product": "products", "ApplicationAuth": "applicationauths",
 	"DeveloperAccount": "developeraccounts", "DeveloperUser": "developerusers", "ProxyConfigPromote": "proxyconfigpromotes",
+	// Numaflow, Numaplane
+	"Pipeline": "pipelines", "Vertex": "vertices", "MonoVertex": "monovertices",
+	"PipelineRollout": "pipelinerollouts",
 }
 
 func readObject(t *testing.T, path string) *unstructured.Unstructured {

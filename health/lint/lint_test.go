@@ -149,6 +149,7 @@ var thirdPartyGroups = []string{
 	"astra.netapp.io",
 	"gateway.solo.io", "gloo.solo.io", "enterprise.gloo.solo.io",
 	"apps.3scale.net", "capabilities.3scale.net",
+	"numaflow.numaproj.io", "numaplane.numaproj.io",
 }
 
 // unvendoredGroups are the third-party groups whose CRDs testdata/crds lacks (see its
@@ -197,6 +198,7 @@ var unvendoredGroups = []string{
 	"kyverno.io",
 	"astra.netapp.io",
 	"gateway.solo.io", "gloo.solo.io", "enterprise.gloo.solo.io",
+	"numaflow.numaproj.io", "numaplane.numaproj.io",
 }
 
 // TestLibraryAndDefaultsLintClean: the shipped rule sets have no finding. Offline, the
