@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -129,6 +130,7 @@ func TestRuleSetAdmission(t *testing.T) {
 		{"no-apiversion", map[string]any{"resources": []any{"pods"}, "ruleExpression": "true"}, "apiVersion"},
 		{"no-ruleexpression", map[string]any{"apiVersion": "v1", "resources": []any{"pods"}}, "ruleExpression"},
 		{"empty-ruleexpression", map[string]any{"apiVersion": "v1", "resources": []any{"pods"}, "ruleExpression": ""}, "ruleExpression"},
+		{"no-resources", map[string]any{"apiVersion": "v1", "ruleExpression": "true"}, "resources"},
 		// Admission does not compile CEL: a broken expression is stored as it is.
 		{"broken-cel-accepted", map[string]any{"apiVersion": "v1", "resources": []any{"pods"}, "ruleExpression": "object.status.(("}, ""},
 	}
@@ -148,6 +150,46 @@ func TestRuleSetAdmission(t *testing.T) {
 				t.Fatalf("error does not name %s: %v", tc.wantField, err)
 			}
 		})
+	}
+}
+
+// TestRuleSetWithoutRules: a rule set's spec must hold rules.
+func TestRuleSetWithoutRules(t *testing.T) {
+	t.Parallel()
+	for _, kind := range []string{"GlobalHealthRuleSet", "HealthRuleSet"} {
+		obj := map[string]any{"apiVersion": "extensions.convoy.kumodo.io/v1alpha1", "kind": kind,
+			"metadata": map[string]any{"name": "no-rules", "namespace": "default"}, "spec": map[string]any{}}
+		if kind == "GlobalHealthRuleSet" {
+			delete(obj["metadata"].(map[string]any), "namespace")
+		}
+		err := apply(t, "test", obj)
+		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "rules") {
+			t.Errorf("%s without rules: want 422 Invalid naming rules, got %v", kind, err)
+		}
+	}
+}
+
+// TestReleaseAdmission: a Release must name its Cluster, and spec.source keeps fields
+// the API does not know (a controller-manager's own settings), at any depth.
+func TestReleaseAdmission(t *testing.T) {
+	t.Parallel()
+	release := func(name string, spec map[string]any) map[string]any {
+		return map[string]any{"apiVersion": "convoy.kumodo.io/v1alpha1", "kind": "Release",
+			"metadata": map[string]any{"name": name, "namespace": "default"}, "spec": spec}
+	}
+	err := apply(t, "test", release("no-cluster", map[string]any{"healthAssessment": map[string]any{}}))
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "clusterRef") {
+		t.Fatalf("a Release without clusterRef: want 422 Invalid naming clusterRef, got %v", err)
+	}
+	source := map[string]any{"chart": map[string]any{"name": "web", "values": map[string]any{"replicas": int64(3), "tags": []any{"a", "b"}}}, "anything": "kept"}
+	mustApply(t, "test", release("with-source", map[string]any{"clusterRef": map[string]any{"name": "c"}, "source": source}))
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("Release"))
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: "default", Name: "with-source"}, u); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, _ := unstructured.NestedMap(u.Object, "spec", "source"); !reflect.DeepEqual(got, source) {
+		t.Fatalf("spec.source = %v, want %v", got, source)
 	}
 }
 
