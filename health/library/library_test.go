@@ -152,6 +152,8 @@ var resources = map[string]string{
 	// Numaflow, Numaplane
 	"Pipeline": "pipelines", "Vertex": "vertices", "MonoVertex": "monovertices",
 	"PipelineRollout": "pipelinerollouts",
+	// rabbitmq
+	"RabbitmqCluster": "rabbitmqclusters", "Queue": "queues", "Exchange": "exchanges", "Vhost": "vhosts",
 }
 
 func readObject(t *testing.T, path string) *unstructured.Unstructured {

@@ -150,6 +150,7 @@ var thirdPartyGroups = []string{
 	"gateway.solo.io", "gloo.solo.io", "enterprise.gloo.solo.io",
 	"apps.3scale.net", "capabilities.3scale.net",
 	"numaflow.numaproj.io", "numaplane.numaproj.io",
+	"rabbitmq.com",
 }
 
 // unvendoredGroups are the third-party groups whose CRDs testdata/crds lacks (see its
@@ -199,6 +200,7 @@ var unvendoredGroups = []string{
 	"astra.netapp.io",
 	"gateway.solo.io", "gloo.solo.io", "enterprise.gloo.solo.io",
 	"numaflow.numaproj.io", "numaplane.numaproj.io",
+	"rabbitmq.com",
 }
 
 // TestLibraryAndDefaultsLintClean: the shipped rule sets have no finding. Offline, the
