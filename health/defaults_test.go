@@ -1,6 +1,7 @@
 package health_test
 
 import (
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"os"
 	"strings"
 	"testing"
@@ -273,6 +274,43 @@ func runDefaultsCases(t *testing.T, dir string, cases map[string]defaultsCase) {
 	for name := range cases {
 		if !seen[name] {
 			t.Errorf("%s: in the table but not in %s", name, dir)
+		}
+	}
+}
+
+// TestDefaultsPersistentVolume: convoy-defaults' PersistentVolume rule passes a volume
+// that is Bound or Available and fails any other phase, or none, with its phase.
+func TestDefaultsPersistentVolume(t *testing.T) {
+	t.Parallel()
+	ev := defaultsEvaluator(t)
+	pv := func(status map[string]any) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "PersistentVolume",
+			"metadata": map[string]any{"name": "pv1"}, "spec": map[string]any{}}}
+		if status != nil {
+			u.Object["status"] = status
+		}
+		return u
+	}
+	for _, c := range []struct {
+		status  map[string]any
+		outcome health.Outcome
+		message string
+	}{
+		{map[string]any{"phase": "Bound"}, health.Pass, ""},
+		{map[string]any{"phase": "Available"}, health.Pass, ""},
+		{map[string]any{"phase": "Released"}, health.Fail, "phase: Released"},
+		{map[string]any{"phase": "Failed"}, health.Fail, "phase: Failed"},
+		{map[string]any{"phase": "Pending"}, health.Fail, "phase: Pending"},
+		// Its messageExpression's has(object.status.phase) errors without a status, so
+		// the general message names the rule.
+		{nil, health.Fail, "health rule 6 of GlobalHealthRuleSet/convoy-defaults not satisfied"},
+	} {
+		r := evaluate(ev, pv(c.status))
+		if r.Outcome != c.outcome || r.Message != c.message {
+			t.Errorf("status %v: got %v %q, want %v %q", c.status, r.Outcome, r.Message, c.outcome, c.message)
+		}
+		if c.outcome == health.Fail && r.RuleIndex != defaultsRuleIndex["PersistentVolume"] {
+			t.Errorf("status %v: decided by rule %d, want the PersistentVolume rule", c.status, r.RuleIndex)
 		}
 	}
 }
