@@ -38,7 +38,8 @@
 //     releases.
 //   - No rule can hurt the process. Each evaluation of one expression has a budget
 //     (CostLimit, the API server's per-call limit, about 0.1 s of CPU). A guard (guard.go)
-//     charges every library call from the sizes of its arguments before it runs, so a
+//     charges every library call from its arguments before it runs (their sizes, and
+//     their content where the work depends on it: bounds.go, docs/rules.md), so a
 //     call whose work or result outgrows its inputs (replace, join, split, format,
 //     indexOf, regex, list and set functions, parsers) is stopped before it starts, and
 //     charges every step of every comprehension iteration. A rule that would exceed the
