@@ -75,14 +75,16 @@ func (s *syncAfter) HasSynced() bool { return s.synced.Load() }
 // GET per read), and gives up on one that delivered nothing for SyncWait (a cluster that
 // stopped answering: the read then asks the server, which says so).
 func TestReadWaitsForAStreamingList(t *testing.T) {
-	w := &targetWatches{opts: &ClusterCacheOptions{SyncWait: 100 * time.Millisecond}}
+	// SyncWait is 50 times the gap between two objects, so a busy machine that delays a
+	// sleep (or the waiter) by a few hundred milliseconds cannot pass for a stalled list.
+	w := &targetWatches{opts: &ClusterCacheOptions{SyncWait: time.Second}}
 	inf := &syncAfter{}
 	s := &scopeInformer{informer: inf}
 	s.touch()
 	done := make(chan struct{})
-	go func() { // objects arrive for 10 SyncWaits, then the list completes
+	go func() { // objects arrive for 3 SyncWaits, then the list completes
 		defer close(done)
-		for i := 0; i < 50; i++ {
+		for i := 0; i < 150; i++ {
 			time.Sleep(20 * time.Millisecond)
 			s.touch()
 		}
