@@ -77,6 +77,10 @@ func libraryEvaluator(t *testing.T) (*health.Evaluator, []extv1alpha1.GlobalHeal
 // resources names the resource of each kind of the fixtures, as the controller-manager
 // records it in an inventory entry (the resource field the rules match).
 var resources = map[string]string{
+	// Crossplane, Upbound, Config Connector, AWS controllers (wildcard rules)
+	"DBInstance": "dbinstances", "Distribution": "distributions", "Provider": "providers", "Composition": "compositions",
+	"ClusterStackInstall": "clusterstackinstalls", "Bucket": "buckets", "ResourceGroup": "resourcegroups",
+	"ProviderConfig": "providerconfigs", "SQLInstance": "sqlinstances", "ConfigConnector": "configconnectors",
 	"APIService": "apiservices", "ClusterIssuer": "clusterissuers", "Certificate": "certificates",
 	"CronJob": "cronjobs", "CustomResourceDefinition": "customresourcedefinitions", "Gateway": "gateways",
 	"GitRepository": "gitrepositories", "HelmRelease": "helmreleases", "HorizontalPodAutoscaler": "horizontalpodautoscalers",

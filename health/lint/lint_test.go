@@ -234,7 +234,15 @@ func TestLibraryAndDefaultsLintClean(t *testing.T) {
 // isWildcardNote reports whether f is the note that says which known resources a
 // wildcard rule was type-checked against: the resources no source knows stay unchecked.
 func isWildcardNote(f lint.Finding) bool {
-	return f.Severity == lint.Note && strings.Contains(f.Message, " is a wildcard: type-checked against the ")
+	return f.Severity == lint.Note && (strings.Contains(f.Message, " is a wildcard: type-checked against the ") ||
+		wildcardFamilies[strings.Fields(f.Message)[0]] && strings.Contains(f.Message, " not type-checked: a wildcard, and no schema known matches it"))
+}
+
+// wildcardFamilies are the apiVersion patterns of the library whose CRDs (hundreds, one
+// per provider resource) are not vendored in testdata/crds.
+var wildcardFamilies = map[string]bool{
+	"*.crossplane.io/*": true, "pkg.crossplane.io/*": true, "stacks.crossplane.io/*": true, "*.upbound.io/*": true,
+	"*.cnrm.cloud.google.com/*": true, "*.services.k8s.aws/*": true,
 }
 
 // TestCRDSchemas: with a CRD given, its rules are type-checked against the schema of
