@@ -10,10 +10,12 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 
 	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
 	"github.com/kumodo/convoy-observer/health"
+	"github.com/kumodo/convoy-observer/health/library"
 	"github.com/kumodo/convoy-observer/health/manifest"
 )
 
@@ -143,8 +145,35 @@ func releaseObjects(tb testing.TB) (objs []*unstructured.Unstructured, resources
 // every entry.
 func BenchmarkReleasePass(b *testing.B) {
 	g, l := defaults(b)
+	releasePass(b, g, l)
+}
+
+// BenchmarkReleasePassLibrary is BenchmarkReleasePass with convoy-defaults, the whole
+// rule library and the generic set selected (hundreds of rules, wildcards included):
+// matching is one lookup per entry once its (apiVersion, resource) is resolved, and the
+// entries meet the rules that apply to them only.
+func BenchmarkReleasePassLibrary(b *testing.B) {
+	g, l := defaults(b)
+	sets, err := library.RuleSets()
+	if err != nil {
+		b.Fatal(err)
+	}
+	f, err := os.Open("../generic.yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	generic, _, err := manifest.DecodeRuleSets(f)
+	if err != nil {
+		b.Fatal(err)
+	}
+	releasePass(b, append(append(g, sets...), generic...), l)
+}
+
+// releasePass runs the 100-entry pass with the given selection.
+func releasePass(b *testing.B, g []extv1alpha1.GlobalHealthRuleSet, l []extv1alpha1.HealthRuleSet) {
 	for i := range g {
-		g[i].UID, g[i].Generation = "uid", 1
+		g[i].UID, g[i].Generation = types.UID("uid-"+g[i].Name), 1
 	}
 	cache := health.NewEvaluatorCache(0)
 	objs, resources := releaseObjects(b)
@@ -222,7 +251,8 @@ func TestSideBySide(t *testing.T) {
 	for _, p := range []struct {
 		name string
 		fn   func(*testing.B)
-	}{{"cached rules", BenchmarkReleasePass}, {"compiled per pass", BenchmarkReleasePassUncached}} {
+	}{{"cached rules", BenchmarkReleasePass}, {"library + generic", BenchmarkReleasePassLibrary},
+		{"compiled per pass", BenchmarkReleasePassUncached}} {
 		r := testing.Benchmark(p.fn)
 		fmt.Printf("100-entry Release pass, %-17s %12d ns/op %8d allocs/op %10d B/op\n", p.name+":", r.NsPerOp(), r.AllocsPerOp(), r.AllocedBytesPerOp())
 	}
