@@ -158,6 +158,9 @@ var resources = map[string]string{
 	"PipelineRollout": "pipelinerollouts",
 	// rabbitmq
 	"RabbitmqCluster": "rabbitmqclusters", "Queue": "queues", "Exchange": "exchanges", "Vhost": "vhosts",
+	// OpenKruise
+	"CloneSet": "clonesets", "DaemonSet": "daemonsets", "BroadcastJob": "broadcastjobs",
+	"AdvancedCronJob": "advancedcronjobs", "GameServer": "gameservers", "GameServerSet": "gameserversets",
 }
 
 func readObject(t *testing.T, path string) *unstructured.Unstructured {

@@ -151,6 +151,7 @@ var thirdPartyGroups = []string{
 	"apps.3scale.net", "capabilities.3scale.net",
 	"numaflow.numaproj.io", "numaplane.numaproj.io",
 	"rabbitmq.com",
+	"apps.kruise.io", "rollouts.kruise.io", "game.kruise.io",
 }
 
 // unvendoredGroups are the third-party groups whose CRDs testdata/crds lacks (see its
@@ -198,6 +199,7 @@ var unvendoredGroups = []string{
 	"gateway.solo.io", "gloo.solo.io", "enterprise.gloo.solo.io",
 	"numaflow.numaproj.io", "numaplane.numaproj.io",
 	"rabbitmq.com",
+	"apps.kruise.io", "rollouts.kruise.io", "game.kruise.io",
 }
 
 // TestLibraryAndDefaultsLintClean: the shipped rule sets have no finding. Offline, the
