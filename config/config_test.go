@@ -260,10 +260,11 @@ func TestDefault(t *testing.T) {
 	t.Run("observer RBAC", func(t *testing.T) {
 		got := grantsOf(t, objs, namespace, "convoy-observer")
 		want := grantSet{}
-		want.add("", "convoy.kumodo.io", []string{"releases", "clusters"}, "get", "list", "watch")
+		want.add("", "convoy.kumodo.io", []string{"releases"}, "get", "list", "watch")
+		want.add("", "convoy.kumodo.io", []string{"clusters"}, "list", "watch") // cache only, no GET (test/install)
 		want.add("", "convoy.kumodo.io", []string{"releases/status"}, "patch")
-		want.add("", "convoy.kumodo.io", []string{"releaseinventories"}, "get", "list", "watch", "patch")
-		want.add("", "extensions.convoy.kumodo.io", []string{"globalhealthrulesets", "healthrulesets"}, "get", "list", "watch")
+		want.add("", "convoy.kumodo.io", []string{"releaseinventories"}, "list", "watch", "patch")
+		want.add("", "extensions.convoy.kumodo.io", []string{"globalhealthrulesets", "healthrulesets"}, "list", "watch")
 		want.add("", "", []string{"secrets"}, "get", "list", "watch")
 		want.add("", "events.k8s.io", []string{"events"}, "create", "patch") // Events on Releases and Clusters
 		want.add("", "*", []string{"*"}, "get")                              // the local-cluster reader, checked below

@@ -54,6 +54,10 @@ type components struct {
 	APIURL string
 	// API and Observer are the two processes.
 	API, Observer *localcluster.Process
+	// MetricsURL is the observer's /metrics ("" when off: only --install turns it on);
+	// apiClient reaches APIURL (--install).
+	MetricsURL string
+	apiClient  *http.Client
 }
 
 // startComponents starts convoy-api and convoy-observer from binDir against the cluster

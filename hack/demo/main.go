@@ -12,7 +12,12 @@
 // table of the Release's entries, hooks and Healthy condition (from convoy-api's
 // /health endpoint) is printed whenever it changes.
 //
-//	demo [--once] [--timeout 4m] [--keep] [--race]
+//	demo [--once] [--timeout 4m] [--keep] [--race] [--install [--audit-log F] [--metrics-dir D]]
+//
+// With --install it runs convoy-api and convoy-observer as config/default ships them
+// (install.go: its RBAC and ServiceAccounts, their tokens, its arguments and APIService)
+// instead of as the cluster's administrator; --audit-log writes the kube-apiserver's
+// audit log of their requests, --metrics-dir their /metrics at the end (test/install).
 //
 // Without --once it then keeps everything up until Ctrl-C and prints how to reach it.
 // With --once it exits 0 when every expected state was reached and 1 with the reason
@@ -47,6 +52,10 @@ type options struct {
 	timeout time.Duration
 	keep    bool
 	race    bool
+	// install runs the components as config/default ships them; auditLog and
+	// metricsDir are where their requests and their metrics go.
+	install              bool
+	auditLog, metricsDir string
 }
 
 func main() {
@@ -55,9 +64,12 @@ func main() {
 	flag.DurationVar(&o.timeout, "timeout", 4*time.Minute, "give up when the scenario (cluster start and builds included) has not finished after this long")
 	flag.BoolVar(&o.keep, "keep", false, "keep the state directory (kubeconfig, logs, etcd data) on exit")
 	flag.BoolVar(&o.race, "race", false, "build convoy-api and convoy-observer with the race detector and fail when it reports a race (the e2e test's mode)")
+	flag.BoolVar(&o.install, "install", false, "run convoy-api and convoy-observer as config/default ships them: its RBAC, the tokens of its ServiceAccounts, its arguments and APIService")
+	flag.StringVar(&o.auditLog, "audit-log", "", "with --install: write the kube-apiserver's audit log of the install's ServiceAccounts here (JSON lines)")
+	flag.StringVar(&o.metricsDir, "metrics-dir", "", "with --install: write the /metrics of convoy-observer and convoy-api here at the end")
 	flag.Parse()
-	if flag.NArg() > 0 || o.timeout <= 0 {
-		fmt.Fprintf(os.Stderr, "usage: demo [--once] [--timeout D] [--keep] [--race]\n")
+	if flag.NArg() > 0 || o.timeout <= 0 || (!o.install && (o.auditLog != "" || o.metricsDir != "")) {
+		fmt.Fprintf(os.Stderr, "usage: demo [--once] [--timeout D] [--keep] [--race] [--install [--audit-log F] [--metrics-dir D]]\n")
 		os.Exit(2)
 	}
 	// The handler stays installed until the cleanup is over: a second Ctrl-C must not
@@ -114,6 +126,20 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
+	apiServerArgs := agg.APIServerArgs()
+	if o.install && o.auditLog != "" {
+		in, err := renderInstall(root)
+		if err != nil {
+			return err
+		}
+		audit, err := writeAuditPolicy(pki, in.namespace, o.auditLog)
+		if err != nil {
+			return err
+		}
+		for k, v := range audit {
+			apiServerArgs[k] = v
+		}
+	}
 	var cluster *localcluster.Cluster
 	g, gctx := errgroup.WithContext(sctx)
 	g.Go(func() error { return buildComponents(gctx, root, binDir, o.race) })
@@ -122,7 +148,7 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 		cluster, err = localcluster.Start(ctx, localcluster.Options{
 			AssetsDir: assets, Dir: dir, Scheme: testenv.NewScheme(),
 			CRDDirs:       []string{filepath.Join(root, "config", "crd", "bases")},
-			APIServerArgs: agg.APIServerArgs(),
+			APIServerArgs: apiServerArgs,
 			Logf:          func(format string, args ...any) { logf("cluster: "+format, args...) },
 		})
 		return err
@@ -132,16 +158,24 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 	if err != nil {
 		return explain(sctx, "starting", err)
 	}
-	rules := filepath.Join(root, "health", "convoy-defaults.yaml")
-	if err := testenv.ApplyFile(sctx, cluster.Client, rules, userManager); err != nil {
-		return explain(sctx, "installing the default rules", err)
+	var comps *components
+	if o.install {
+		logf("convoy-api and convoy-observer built; installing config/default")
+		comps, err = startInstalled(ctx, root, binDir, cluster, agg, logDir, logf)
+	} else {
+		rules := filepath.Join(root, "health", "convoy-defaults.yaml")
+		if err := testenv.ApplyFile(sctx, cluster.Client, rules, userManager); err != nil {
+			return explain(sctx, "installing the default rules", err)
+		}
+		logf("CRDs and the GlobalHealthRuleSet convoy-defaults installed; convoy-api and convoy-observer built")
+		comps, err = startComponents(ctx, binDir, cluster, agg, logDir)
 	}
-	logf("CRDs and the GlobalHealthRuleSet convoy-defaults installed; convoy-api and convoy-observer built")
-
-	comps, err := startComponents(ctx, binDir, cluster, agg, logDir)
 	defer comps.Stop()
 	if err != nil {
 		return explain(sctx, "starting convoy-api and convoy-observer", err)
+	}
+	if o.install {
+		logf("convoy-api and convoy-observer run as the ServiceAccounts convoy-system/convoy-api and convoy-system/convoy-observer of config/default")
 	}
 	logf("convoy-api serving at %s behind the kube-apiserver (APIService %s); convoy-observer wakes the controller-manager through the kube-apiserver (%s since start)",
 		comps.APIURL, testenv.APIServiceName, since(start))
@@ -177,6 +211,11 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 	}
 	if runErr == nil {
 		runErr = showEvents(sctx, cluster.Client, rel.Namespace, rel.Name, out)
+	}
+	if runErr == nil && o.metricsDir != "" {
+		if runErr = scrapeMetrics(sctx, comps, cluster, o.metricsDir); runErr == nil {
+			logf("metrics of convoy-observer and convoy-api written to %s", o.metricsDir)
+		}
 	}
 	if runErr == nil {
 		report(logf, s, start)
