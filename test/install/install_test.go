@@ -96,7 +96,7 @@ func demo(t *testing.T) *run {
 	if out, err := build.CombinedOutput(); err != nil {
 		fail("go build ./hack/demo: %v\n%s", err, out)
 	}
-	cmd := exec.Command(bin, "--once", "--install", "--timeout=5m", "--audit-log="+r.auditLog, "--metrics-dir="+r.metricsDir)
+	cmd := exec.Command(bin, "--once", "--install", "--timeout=10m", "--audit-log="+r.auditLog, "--metrics-dir="+r.metricsDir)
 	cmd.Dir = r.root
 	cmd.Env = append(os.Environ(), "KUBEBUILDER_ASSETS="+assets)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
