@@ -1,10 +1,13 @@
+//go:build promrules
+
 // Command promrules checks the alerting rules and dashboard queries of config/monitoring
-// with Prometheus' own parsers, and lists the series each one selects. It is its own
-// module, so that the Prometheus server module (and the versions it requires) stays out
-// of the convoy-observer module; test/install runs it with `go -C hack/promrules run .`.
+// with Prometheus' own parsers, and lists the series each one selects. It builds only
+// with the tag promrules and its own module file, so that the Prometheus server module
+// (and the newer versions of grpc, otel, x/net … that it requires) stays out of
+// convoy-observer's go.mod; test/install runs it from the repository root as
 //
-//	go run . rules FILE   # a PrometheusRule (or a plain rule file)
-//	go run . exprs        # PromQL expressions on stdin, one JSON string per line
+//	go run -tags promrules -modfile hack/promrules/promrules.mod ./hack/promrules rules FILE  # a PrometheusRule (or a rule file)
+//	go run -tags promrules -modfile hack/promrules/promrules.mod ./hack/promrules exprs       # PromQL on stdin, one JSON string a line
 //
 // rules validates the groups with model/rulefmt (what Prometheus itself runs on load:
 // PromQL, durations, label names, annotation templates); both print, for each expression,

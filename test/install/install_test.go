@@ -597,11 +597,12 @@ func keys(m map[string]bool) []string {
 	return out
 }
 
-// promrules runs hack/promrules (its own module: Prometheus' parsers) with args and
+// promrules runs hack/promrules (Prometheus' parsers, from its own module file) with args and
 // stdin, and decodes its JSON lines; a rule or query it refuses fails the test.
 func promrules(t *testing.T, root string, stdin []byte, args ...string) []analysis {
 	t.Helper()
-	cmd := exec.Command("go", append([]string{"-C", filepath.Join(root, "hack", "promrules"), "run", "."}, args...)...)
+	cmd := exec.Command("go", append([]string{"run", "-tags", "promrules", "-modfile", filepath.Join("hack", "promrules", "promrules.mod"), "./hack/promrules"}, args...)...)
+	cmd.Dir = root
 	cmd.Stdin = bytes.NewReader(stdin)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

@@ -1,4 +1,4 @@
-module github.com/kumodo/convoy-observer/hack/promrules
+module github.com/kumodo/convoy-observer
 
 go 1.26.7
 
