@@ -1,6 +1,8 @@
 package health
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -44,7 +46,8 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(releaseEntries, assessmentFailures, syncRequests, writeConflicts, targetWakeups)
+	metrics.Registry.MustRegister(releaseEntries, assessmentFailures, syncRequests, writeConflicts, targetWakeups,
+		evaluationCPU, evaluationCost, passesTotal, budgetCuts, budgetCutEntries, evaluationWait, queueWait)
 }
 
 // recordSummary sets the entry gauges of a Release from its summary.
@@ -65,4 +68,44 @@ func forgetMetrics(namespace, name string) {
 	labels := prometheus.Labels{"namespace": namespace, "release": name}
 	releaseEntries.DeletePartialMatch(labels)
 	assessmentFailures.DeletePartialMatch(labels)
+}
+
+// Metrics per namespace of the fair evaluation.
+var (
+	evaluationCPU = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "convoy_observer_evaluation_cpu_seconds_total",
+		Help: "CPU seconds of the health rules' evaluations, by the namespace of the Release.",
+	}, []string{"namespace"})
+	evaluationCost = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "convoy_observer_evaluation_cost_total",
+		Help: "CEL cost units charged to the health rules' evaluations, by the namespace of the Release.",
+	}, []string{"namespace"})
+	passesTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "convoy_observer_passes_total",
+		Help: "Health passes started, by the namespace of the Release.",
+	}, []string{"namespace"})
+	budgetCuts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "convoy_observer_evaluation_budget_cuts_total",
+		Help: "Health passes that spent their evaluation budget (--pass-evaluation-budget) before evaluating every entry, by the namespace of the Release.",
+	}, []string{"namespace"})
+	budgetCutEntries = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "convoy_observer_evaluation_budget_unevaluated_entries_total",
+		Help: "Inventory entries left Unknown because their pass spent its evaluation budget, by the namespace of the Release.",
+	}, []string{"namespace"})
+	evaluationWait = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "convoy_observer_evaluation_wait_seconds",
+		Help:    "Time an evaluation waited for one of the evaluation slots (GOMAXPROCS), by the namespace of the Release.",
+		Buckets: []float64{0.0001, 0.001, 0.01, 0.1, 0.5, 1, 2, 5, 10, 30},
+	}, []string{"namespace"})
+
+	queueWait = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "convoy_observer_queue_wait_seconds",
+		Help:    "Time a Release key waited in the loop's queue from when it was ready until a worker took it (retries not counted), by the namespace of the Release.",
+		Buckets: []float64{0.001, 0.01, 0.1, 0.5, 1, 2, 5, 10, 30, 60, 300},
+	}, []string{"namespace"})
+)
+
+// observeQueueWait records the queue wait of a key of namespace.
+func observeQueueWait(namespace string, wait time.Duration) {
+	queueWait.WithLabelValues(namespace).Observe(wait.Seconds())
 }
