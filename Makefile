@@ -72,7 +72,7 @@ FUZZTIME ?= 30s
 fuzz:
 	assets="$$($(CONTROLPLANE))"; export KUBEBUILDER_ASSETS="$$assets"; \
 	for t in FuzzReadOwnership FuzzTimeAdmission FuzzHookTimeout; do go test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) -parallel 1 ./internal/inventory/; done; \
-	go test -run '^$$' -fuzz '^FuzzParseReleasePath$$' -fuzztime $(FUZZTIME) -parallel 1 ./internal/subresources/; \
+	go test -run '^$$' -fuzz '^FuzzParseReleasePath$$' -fuzztime $(FUZZTIME) -parallel 1 ./internal/syncapi/; \
 	for t in FuzzDecodeObjects FuzzDecodeRuleSets; do go test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) -parallel 1 ./health/manifest/; done; \
 	go test -run '^$$' -fuzz '^FuzzFunctionArguments$$' -fuzztime $(FUZZTIME) -parallel 1 ./health/
 
@@ -80,7 +80,7 @@ fuzz:
 ## kube-apiserver's aggregator to convoy-api, at 1,000 Releases (real kube-apiserver, etcd
 ## and convoy-api; 16 requests at a time).
 bench-api:
-	assets="$$($(CONTROLPLANE))"; KUBEBUILDER_ASSETS="$$assets" go test -count=1 -run '^$$' -bench ThroughAggregator -benchtime 3000x ./internal/subresources/apiserver/ 2>/dev/null | grep -e Benchmark -e '^ok' -e FAIL
+	assets="$$($(CONTROLPLANE))"; KUBEBUILDER_ASSETS="$$assets" go test -count=1 -run '^$$' -bench ThroughAggregator -benchtime 3000x ./internal/syncapi/apiserver/ 2>/dev/null | grep -e Benchmark -e '^ok' -e FAIL
 
 ## e2e: only the end-to-end tests (test/e2e: the demo scenario, run with --once); make test runs them too.
 e2e:

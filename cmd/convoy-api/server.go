@@ -14,7 +14,7 @@ import (
 	"k8s.io/klog/v2"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/kumodo/convoy-observer/internal/subresources/apiserver"
+	"github.com/kumodo/convoy-observer/internal/syncapi/apiserver"
 	"github.com/kumodo/convoy-observer/internal/version"
 )
 
@@ -29,7 +29,7 @@ const (
 var errVersion = errors.New("version requested")
 
 // parseOptions parses args (without the program name) into the options of
-// internal/subresources/apiserver plus --v. The error is pflag.ErrHelp for -h, else a
+// internal/syncapi/apiserver plus --v. The error is pflag.ErrHelp for -h, else a
 // usage error that the flag set has not printed yet.
 func parseOptions(args []string, stderr io.Writer) (*apiserver.Options, int, error) {
 	o := apiserver.NewOptions()

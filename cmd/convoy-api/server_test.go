@@ -28,7 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
-	"github.com/kumodo/convoy-observer/internal/subresources"
+	"github.com/kumodo/convoy-observer/internal/syncapi"
 	"github.com/kumodo/convoy-observer/internal/testenv"
 )
 
@@ -171,7 +171,7 @@ func TestServe(t *testing.T) {
 	}
 	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	waitReady(t, hc, url)
-	c := subresources.NewClient(subresources.DirectConfig(admin, url, certFile))
+	c := syncapi.NewClient(syncapi.DirectConfig(admin, url, certFile))
 	if err := c.RequestSync(ctx, "default", "api-demo"); err != nil {
 		t.Fatalf("RequestSync: %v", err)
 	}
@@ -185,7 +185,7 @@ func TestServe(t *testing.T) {
 	if err != nil || h.Release != "default/api-demo" {
 		t.Errorf("Health = %+v, %v", h, err)
 	}
-	anon := subresources.NewClient(subresources.DirectConfig(rest.AnonymousClientConfig(admin), url, certFile))
+	anon := syncapi.NewClient(syncapi.DirectConfig(rest.AnonymousClientConfig(admin), url, certFile))
 	if _, err := anon.Health(ctx, "default", "api-demo"); !apierrors.IsForbidden(err) {
 		t.Errorf("anonymous Health = %v, want 403", err)
 	}

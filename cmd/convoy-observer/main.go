@@ -16,7 +16,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	healthctrl "github.com/kumodo/convoy-observer/internal/controller/health"
+	"github.com/kumodo/convoy-observer/internal/healthloop"
 	"github.com/kumodo/convoy-observer/internal/observer"
 	"github.com/kumodo/convoy-observer/internal/version"
 )
@@ -61,9 +61,9 @@ func main() {
 	fs.BoolVar(&o.Kubeconfig.AllowExec, "insecure-kubeconfig-exec", false, "let the kubeconfig Secret of a Cluster run a command in this pod for credentials (exec, auth-provider)")
 	fs.BoolVar(&o.Kubeconfig.AllowFiles, "insecure-kubeconfig-files", false, "let the kubeconfig Secret of a Cluster read credentials from this pod's files (tokenFile, client-certificate, client-key), such as its service-account token")
 	fs.DurationVar(&o.RequestTimeout, "request-timeout", 30*time.Second, "timeout of each write and live read of the health loop on the management cluster (watches are not bounded)")
-	fs.IntVar(&o.ReadConcurrency, "target-read-concurrency", healthctrl.DefaultReadConcurrency, "concurrent object reads per Release pass")
+	fs.IntVar(&o.ReadConcurrency, "target-read-concurrency", healthloop.DefaultReadConcurrency, "concurrent object reads per Release pass")
 	fs.BoolVar(&showVer, "version", false, "print the version, the commit and its date, and exit")
-	fs.Int64Var(&o.PassBudget, "pass-evaluation-budget", int64(healthctrl.DefaultPassBudget), "CEL cost units that the rules may spend in one pass over one Release (one expression may spend at most 1,000,000, about 0.1 s of CPU); entries not evaluated within it are Unknown until a later pass; 0 or less: no budget (docs/operations.md, \"Tenants and fairness\")")
+	fs.Int64Var(&o.PassBudget, "pass-evaluation-budget", int64(healthloop.DefaultPassBudget), "CEL cost units that the rules may spend in one pass over one Release (one expression may spend at most 1,000,000, about 0.1 s of CPU); entries not evaluated within it are Unknown until a later pass; 0 or less: no budget (docs/operations.md, \"Tenants and fairness\")")
 	fs.IntVar(&o.EvaluationSlots, "evaluation-concurrency", 0, "rule evaluations running at once across all passes, served fairly across namespaces; 0: GOMAXPROCS (the cores the process may use)")
 	fs.StringVar(&o.NamespaceWeightLabel, "namespace-weight-label", "", "label of a Namespace whose value (a positive number, default 1) weighs the namespace's share of the queue and of the evaluation CPU when namespaces compete; empty: all namespaces weigh the same (needs get, list, watch on namespaces)")
 	fs.Var(&namespaces, "namespace", "watch only this namespace (repeatable); none means all namespaces")

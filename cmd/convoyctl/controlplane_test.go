@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
-	"github.com/kumodo/convoy-observer/internal/subresources"
+	"github.com/kumodo/convoy-observer/internal/syncapi"
 	"github.com/kumodo/convoy-observer/internal/testenv"
 )
 
@@ -52,9 +52,9 @@ func controlPlane(t *testing.T) *testenv.Env {
 // convoy-api does (the control plane is the local target), and returns its URL.
 func apiServer(t *testing.T, env *testenv.Env) string {
 	t.Helper()
-	h := subresources.NewHandler(env.Client)
+	h := syncapi.NewHandler(env.Client)
 	h.Log = logr.Discard()
-	h.Explainer = &subresources.Explainer{Reader: env.Client, LocalConfig: env.Config}
+	h.Explainer = &syncapi.Explainer{Reader: env.Client, LocalConfig: env.Config}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return srv.URL

@@ -6,17 +6,17 @@ import (
 	"io"
 
 	"github.com/kumodo/convoy-observer/health"
-	"github.com/kumodo/convoy-observer/internal/subresources"
+	"github.com/kumodo/convoy-observer/internal/syncapi"
 )
 
 // printJSON prints h, the HealthResult with its decidedBy explanations, as one indented
 // JSON document.
-func printJSON(out io.Writer, h *subresources.HealthResponse) error {
+func printJSON(out io.Writer, h *syncapi.HealthResponse) error {
 	if h.Entries == nil {
-		h.Entries = []subresources.HealthEntry{}
+		h.Entries = []syncapi.HealthEntry{}
 	}
 	if h.Hooks == nil {
-		h.Hooks = []subresources.HealthHook{}
+		h.Hooks = []syncapi.HealthHook{}
 	}
 	enc := json.NewEncoder(out)
 	enc.SetEscapeHTML(false)
@@ -33,7 +33,7 @@ func decider(d *health.Decider) string {
 // printExplanations prints, after the table of release status --explain, which rule
 // decided each entry that is not Healthy (the decidedBy of /health), and why some
 // could not be explained (its decidedByError).
-func printExplanations(out io.Writer, h *subresources.HealthResponse) {
+func printExplanations(out io.Writer, h *syncapi.HealthResponse) {
 	fmt.Fprintln(out)
 	fmt.Fprintln(out, "DECIDED BY")
 	if printDecidedBy(out, h.Entries) == 0 {
@@ -47,7 +47,7 @@ func printExplanations(out io.Writer, h *subresources.HealthResponse) {
 // printDeciders prints, under the entries that keep a Release from Healthy, the rule
 // that decides each (printDecidedBy) and, when /health could not explain some of them,
 // why (its decidedByError), so that a missing explanation is never silent.
-func printDeciders(out io.Writer, entries []subresources.HealthEntry, decidedByError string) {
+func printDeciders(out io.Writer, entries []syncapi.HealthEntry, decidedByError string) {
 	printDecidedBy(out, entries)
 	if decidedByError != "" {
 		fmt.Fprintf(out, "Not explained: %s\n", decidedByError)
@@ -56,7 +56,7 @@ func printDeciders(out io.Writer, entries []subresources.HealthEntry, decidedByE
 
 // printDecidedBy prints one line "KIND NAMESPACE/NAME: rule I of SET (CAUSE)" per entry
 // that has a decidedBy, and returns how many it printed.
-func printDecidedBy(out io.Writer, entries []subresources.HealthEntry) int {
+func printDecidedBy(out io.Writer, entries []syncapi.HealthEntry) int {
 	n := 0
 	for _, e := range entries {
 		if e.DecidedBy == nil {

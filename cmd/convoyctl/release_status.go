@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/kumodo/convoy-observer/internal/subresources"
+	"github.com/kumodo/convoy-observer/internal/syncapi"
 )
 
 // exitEndpointError is the exit status of release status when the subresources cannot
@@ -24,7 +24,7 @@ import (
 // user may not read it).
 const exitEndpointError = 1
 
-// releaseRequestTimeout bounds each request to the subresources.
+// releaseRequestTimeout bounds each request to the syncapi.
 const releaseRequestTimeout = 30 * time.Second
 
 // releaseAPIFlags choose how convoyctl reaches the Release subresources: through the
@@ -47,7 +47,7 @@ func (f *releaseAPIFlags) add(fs *pflag.FlagSet) {
 
 // connect returns a client for the subresources and the namespace to use. Bad flags are
 // usage errors; an unusable kubeconfig is an endpoint error.
-func (f *releaseAPIFlags) connect() (*subresources.Client, string, error) {
+func (f *releaseAPIFlags) connect() (*syncapi.Client, string, error) {
 	if f.apiURL != "" {
 		u, err := url.Parse(f.apiURL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -78,15 +78,15 @@ func (f *releaseAPIFlags) connect() (*subresources.Client, string, error) {
 	}
 	cfg.Timeout = releaseRequestTimeout
 	if f.apiURL != "" {
-		cfg = subresources.DirectConfig(cfg, f.apiURL, f.apiCAFile)
+		cfg = syncapi.DirectConfig(cfg, f.apiURL, f.apiCAFile)
 	}
-	return subresources.NewClient(cfg), namespace, nil
+	return syncapi.NewClient(cfg), namespace, nil
 }
 
 // fetchReleaseHealth returns the HealthResult of the Release namespace/name; an error
 // (the Release is missing, access is denied, nothing answers) exits with
 // exitEndpointError and names the Release.
-func fetchReleaseHealth(ctx context.Context, c *subresources.Client, namespace, name string) (*subresources.HealthResponse, error) {
+func fetchReleaseHealth(ctx context.Context, c *syncapi.Client, namespace, name string) (*syncapi.HealthResponse, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -125,8 +125,8 @@ loop last wrote for each, and its lifecycle hooks. Nothing is assessed on the wa
 
 The request goes to the kube-apiserver of the kubeconfig, as its user, and the
 kube-apiserver passes it on to convoy-api (the APIService
-v1alpha1.subresources.convoy.kumodo.io): the user needs get on releases/health in group
-subresources.convoy.kumodo.io (the ClusterRole convoy-release-health-reader). --api-url
+v1alpha1.syncapi.convoy.kumodo.io): the user needs get on releases/health in group
+syncapi.convoy.kumodo.io (the ClusterRole convoy-release-health-reader). --api-url
 sends it to convoy-api directly instead, which authenticates and authorizes it the same
 way.
 
@@ -192,7 +192,7 @@ is denied, nothing answers, the kubeconfig is unusable), 2 on a usage error.`,
 
 // printReleaseStatus prints h as a header line, the table of entries and, when there are
 // hooks, the table of hooks.
-func printReleaseStatus(out io.Writer, h *subresources.HealthResponse) error {
+func printReleaseStatus(out io.Writer, h *syncapi.HealthResponse) error {
 	s := h.Summary
 	fmt.Fprintf(out, "Release %s  renderCurrent=%t  total=%d healthy=%d progressing=%d degraded=%d unknown=%d\n",
 		h.Release, h.RenderCurrent, s.Total, s.Healthy, s.Progressing, s.Degraded, s.Unknown)

@@ -6,7 +6,7 @@ import (
 	"text/tabwriter"
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
-	"github.com/kumodo/convoy-observer/internal/subresources"
+	"github.com/kumodo/convoy-observer/internal/syncapi"
 )
 
 // Reasons that release wait derives from a HealthResult. They are the reasons of the
@@ -31,7 +31,7 @@ type verdict struct {
 	// notHealthy are the entries that keep the Release from Healthy, in the result's
 	// order (wave first): the Degraded ones for Degraded, else every entry that is not
 	// Healthy at its current render.
-	notHealthy []subresources.HealthEntry
+	notHealthy []syncapi.HealthEntry
 }
 
 // judge derives the Release's state from h as the health loop derives the Healthy
@@ -40,8 +40,8 @@ type verdict struct {
 // renderRef). Until then, like an entry whose renderRef is not status.lastAttempted
 // (renderCurrent false), it is Pending: its state may belong to the previous render, so a
 // Healthy or Degraded of the old render never ends a wait for the new one.
-func judge(h *subresources.HealthResponse) verdict {
-	var degraded, unknown, progressing, pending []subresources.HealthEntry
+func judge(h *syncapi.HealthResponse) verdict {
+	var degraded, unknown, progressing, pending []syncapi.HealthEntry
 	healthy := 0
 	for _, e := range h.Entries {
 		switch {
@@ -58,7 +58,7 @@ func judge(h *subresources.HealthResponse) verdict {
 		}
 	}
 	count := fmt.Sprintf("%d/%d healthy", healthy, len(h.Entries))
-	first := func(list []subresources.HealthEntry) string {
+	first := func(list []syncapi.HealthEntry) string {
 		e := list[0]
 		s := fmt.Sprintf("%s; %s %s", count, e.Kind, namespacedName(e.Namespace, e.Name))
 		if e.Message != "" {
@@ -66,8 +66,8 @@ func judge(h *subresources.HealthResponse) verdict {
 		}
 		return s
 	}
-	notHealthy := func() []subresources.HealthEntry {
-		var out []subresources.HealthEntry
+	notHealthy := func() []syncapi.HealthEntry {
+		var out []syncapi.HealthEntry
 		for _, e := range h.Entries {
 			if e.State != v1alpha1.StateHealthy || e.AssessedRenderRef != e.RenderRef {
 				out = append(out, e)
@@ -101,7 +101,7 @@ func namespacedName(namespace, name string) string {
 // printEntries prints the table of entries of release status: RENDER is the render that
 // applied the object, with the render the state was assessed at when that differs;
 // empty fields show as -.
-func printEntries(out io.Writer, entries []subresources.HealthEntry) error {
+func printEntries(out io.Writer, entries []syncapi.HealthEntry) error {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "WAVE\tKIND\tNAMESPACE\tNAME\tSTATE\tRENDER\tMESSAGE")
 	for _, e := range entries {

@@ -11,7 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/kumodo/convoy-observer/internal/subresources"
+	"github.com/kumodo/convoy-observer/internal/syncapi"
 )
 
 // Exit statuses of release wait, besides exitOK, exitEndpointError and exitUsage.
@@ -30,7 +30,7 @@ const (
 
 // healthFetch reads the HealthResult of one Release, through the same path as release
 // status; its error is already an *exitError.
-type healthFetch func(ctx context.Context) (*subresources.HealthResponse, error)
+type healthFetch func(ctx context.Context) (*syncapi.HealthResponse, error)
 
 // waitTarget is what --for asks for.
 type waitTarget struct {
@@ -209,7 +209,7 @@ func (f *releaseAPIFlags) fetcher(name string) (healthFetch, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	return func(ctx context.Context) (*subresources.HealthResponse, error) {
+	return func(ctx context.Context) (*syncapi.HealthResponse, error) {
 		return fetchReleaseHealth(ctx, c, namespace, name)
 	}, namespace, nil
 }

@@ -6,39 +6,39 @@ import (
 	"testing"
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
-	"github.com/kumodo/convoy-observer/internal/subresources"
+	"github.com/kumodo/convoy-observer/internal/syncapi"
 )
 
 func TestJudge(t *testing.T) {
 	t.Parallel()
-	e := func(name string, state v1alpha1.HealthState, render, assessed, msg string) subresources.HealthEntry {
-		return subresources.HealthEntry{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: "demo", Name: name,
+	e := func(name string, state v1alpha1.HealthState, render, assessed, msg string) syncapi.HealthEntry {
+		return syncapi.HealthEntry{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: "demo", Name: name,
 			State: state, RenderRef: render, AssessedRenderRef: assessed, Message: msg}
 	}
 	cases := []struct {
 		name    string
-		h       subresources.HealthResponse
+		h       syncapi.HealthResponse
 		reason  string
 		detail  string
 		offends []string
 	}{
-		{"no entries", subresources.HealthResponse{RenderCurrent: true}, reasonHealthy, "0/0 healthy", nil},
-		{"all healthy", subresources.HealthResponse{RenderCurrent: true, Entries: []subresources.HealthEntry{
+		{"no entries", syncapi.HealthResponse{RenderCurrent: true}, reasonHealthy, "0/0 healthy", nil},
+		{"all healthy", syncapi.HealthResponse{RenderCurrent: true, Entries: []syncapi.HealthEntry{
 			e("a", v1alpha1.StateHealthy, "r2", "r2", "")}}, reasonHealthy, "1/1 healthy", nil},
-		{"another render", subresources.HealthResponse{RenderCurrent: false, Entries: []subresources.HealthEntry{
+		{"another render", syncapi.HealthResponse{RenderCurrent: false, Entries: []syncapi.HealthEntry{
 			e("a", v1alpha1.StateHealthy, "r1", "r1", "")}}, reasonPending, "1/1 healthy; entries of another render than status.lastAttempted", nil},
-		{"Degraded of the previous render is Pending", subresources.HealthResponse{RenderCurrent: true, Entries: []subresources.HealthEntry{
+		{"Degraded of the previous render is Pending", syncapi.HealthResponse{RenderCurrent: true, Entries: []syncapi.HealthEntry{
 			e("a", v1alpha1.StateDegraded, "r2", "r1", "x")}}, reasonPending, "0/1 healthy; 1 entries not assessed at their render yet", []string{"a"}},
-		{"not assessed yet", subresources.HealthResponse{RenderCurrent: true, Entries: []subresources.HealthEntry{
+		{"not assessed yet", syncapi.HealthResponse{RenderCurrent: true, Entries: []syncapi.HealthEntry{
 			e("a", "", "r2", "", "")}}, reasonPending, "0/1 healthy; 1 entries not assessed at their render yet", []string{"a"}},
-		{"Degraded wins over Unknown and Progressing", subresources.HealthResponse{RenderCurrent: true, Entries: []subresources.HealthEntry{
+		{"Degraded wins over Unknown and Progressing", syncapi.HealthResponse{RenderCurrent: true, Entries: []syncapi.HealthEntry{
 			e("a", v1alpha1.StateProgressing, "r2", "r2", "p"), e("b", v1alpha1.StateUnknown, "r2", "r2", "u"),
 			e("c", v1alpha1.StateDegraded, "r2", "r2", "1/3 available"), e("d", v1alpha1.StateHealthy, "r2", "r2", "")}},
 			reasonDegraded, "1/4 healthy; Deployment demo/c: 1/3 available", []string{"c"}},
-		{"Unknown over Progressing", subresources.HealthResponse{RenderCurrent: true, Entries: []subresources.HealthEntry{
+		{"Unknown over Progressing", syncapi.HealthResponse{RenderCurrent: true, Entries: []syncapi.HealthEntry{
 			e("a", v1alpha1.StateProgressing, "r2", "r2", "p"), e("b", v1alpha1.StateUnknown, "r2", "r2", "object not found")}},
 			reasonUnknown, "0/2 healthy; Deployment demo/b: object not found", []string{"a", "b"}},
-		{"Progressing", subresources.HealthResponse{RenderCurrent: true, Entries: []subresources.HealthEntry{
+		{"Progressing", syncapi.HealthResponse{RenderCurrent: true, Entries: []syncapi.HealthEntry{
 			e("a", v1alpha1.StateProgressing, "r2", "r2", "1/3 available"), e("b", v1alpha1.StateHealthy, "r2", "r2", "")}},
 			reasonProgressing, "1/2 healthy; Deployment demo/a: 1/3 available", []string{"a"}},
 	}

@@ -42,7 +42,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kumodo/convoy-observer/internal/localcluster"
-	"github.com/kumodo/convoy-observer/internal/subresources"
+	"github.com/kumodo/convoy-observer/internal/syncapi"
 	"github.com/kumodo/convoy-observer/internal/testenv"
 )
 
@@ -120,7 +120,7 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 	if err := os.MkdirAll(pki, 0o700); err != nil {
 		return err
 	}
-	// The aggregation layer: the kube-apiserver proxies subresources.convoy.kumodo.io to
+	// The aggregation layer: the kube-apiserver proxies syncapi.convoy.kumodo.io to
 	// convoy-api, as in a real cluster.
 	agg, err := testenv.NewAggregation(pki)
 	if err != nil {
@@ -193,7 +193,7 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 		disp: disp,
 		m: &monitor{
 			c: cluster.Client, namespace: rel.Namespace, name: rel.Name,
-			api: subresources.NewClient(apiConfig(cluster)),
+			api: syncapi.NewClient(apiConfig(cluster)),
 		},
 		checks: []func() error{cluster.Check, comps.Check},
 		cli:    cliAccess{convoyctl: filepath.Join(binDir, "convoyctl"), kubeconfig: cluster.KubeconfigPath}, // through the kube-apiserver
@@ -266,7 +266,7 @@ demo: everything stays up until Ctrl-C.
   logs:           %s
 `, c.KubeconfigPath, comps.APIURL, agg.ServingCAFile, testenv.APIServiceName,
 		releaseName, demoNamespace, c.KubeconfigPath,
-		c.KubeconfigPath, subresources.HealthPath(demoNamespace, releaseName),
+		c.KubeconfigPath, syncapi.HealthPath(demoNamespace, releaseName),
 		c.KubeconfigPath, demoNamespace, filepath.Join(dir, "logs"))
 	if !keep {
 		fmt.Fprintf(out, "  (the state directory %s is removed on exit; --keep keeps it)\n", dir)

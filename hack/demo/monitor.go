@@ -10,7 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
-	"github.com/kumodo/convoy-observer/internal/subresources"
+	"github.com/kumodo/convoy-observer/internal/syncapi"
 )
 
 // snapshot is what the demo sees of its Release at one moment: the Release (for its
@@ -21,7 +21,7 @@ type snapshot struct {
 	// Release is the Release as read from the API server.
 	Release *v1alpha1.Release
 	// Health is the answer of GET …/releases/demo/health.
-	Health *subresources.HealthResponse
+	Health *syncapi.HealthResponse
 	// Syncs counts the sync requests seen since the demo started.
 	Syncs int
 }
@@ -32,7 +32,7 @@ func (s *snapshot) condition() *metav1.Condition {
 }
 
 // entry returns the /health entry of kind namespace/name, or nil.
-func (s *snapshot) entry(kind, namespace, name string) *subresources.HealthEntry {
+func (s *snapshot) entry(kind, namespace, name string) *syncapi.HealthEntry {
 	for i := range s.Health.Entries {
 		e := &s.Health.Entries[i]
 		if e.Kind == kind && e.Namespace == namespace && e.Name == name {
@@ -43,7 +43,7 @@ func (s *snapshot) entry(kind, namespace, name string) *subresources.HealthEntry
 }
 
 // hook returns the /health hook name, or nil.
-func (s *snapshot) hook(name string) *subresources.HealthHook {
+func (s *snapshot) hook(name string) *syncapi.HealthHook {
 	for i := range s.Health.Hooks {
 		if s.Health.Hooks[i].Name == name {
 			return &s.Health.Hooks[i]
@@ -57,7 +57,7 @@ func (s *snapshot) hook(name string) *subresources.HealthHook {
 // which convoy-api's /sync endpoint sets when the observer calls it.
 type monitor struct {
 	c         client.Client
-	api       *subresources.Client
+	api       *syncapi.Client
 	namespace string
 	name      string
 

@@ -26,11 +26,12 @@ import (
 
 	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
+	"github.com/kumodo/convoy-observer/internal/clustercache"
 	"github.com/kumodo/convoy-observer/internal/controller/base"
-	healthctrl "github.com/kumodo/convoy-observer/internal/controller/health"
+	"github.com/kumodo/convoy-observer/internal/healthloop"
 	"github.com/kumodo/convoy-observer/internal/kubeconfig"
 	"github.com/kumodo/convoy-observer/internal/scheme"
-	"github.com/kumodo/convoy-observer/internal/subresources"
+	"github.com/kumodo/convoy-observer/internal/syncapi"
 )
 
 // Options configure one observer replica. Zero values mean the defaults of the flags.
@@ -87,7 +88,7 @@ type Options struct {
 	// ReadConcurrency bounds the concurrent object reads of one pass.
 	ReadConcurrency int
 	// PassBudget bounds the CEL cost of one pass over one Release, in CEL cost units
-	// (healthctrl.FairOptions.PassBudget); 0 means healthctrl.DefaultPassBudget, a
+	// (healthloop.FairOptions.PassBudget); 0 means healthloop.DefaultPassBudget, a
 	// negative value no budget.
 	PassBudget int64
 	// EvaluationSlots bounds the rule evaluations in flight; 0 means GOMAXPROCS.
@@ -213,26 +214,26 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, err
 	if err != nil {
 		return nil, fmt.Errorf("creating the management client: %w", err)
 	}
-	clusters := base.NewClusterCache(base.ClusterCacheOptions{
+	clusters := clustercache.NewClusterCache(clustercache.ClusterCacheOptions{
 		Local: cfg, SecretReader: live, Secrets: secrets,
 		QPS: o.TargetQPS, Burst: o.TargetBurst, Timeout: o.TargetTimeout,
 		Kubeconfig: o.Kubeconfig, Watch: !o.DirectReads, NamespaceThreshold: o.TargetNamespaceThreshold,
 		Log: ctrl.Log.WithName("targets"),
 	})
-	var waker healthctrl.Waker
+	var waker healthloop.Waker
 	switch wakeCfg := rest.CopyConfig(cfg); {
 	case o.SyncURL != "":
 		wakeCfg.Timeout = syncTimeout
-		waker = subresources.NewClient(subresources.DirectConfig(wakeCfg, o.SyncURL, o.SyncCAFile))
+		waker = syncapi.NewClient(syncapi.DirectConfig(wakeCfg, o.SyncURL, o.SyncCAFile))
 	case o.SyncThroughAPIServer:
 		wakeCfg.Timeout = syncTimeout
-		waker = subresources.NewClient(wakeCfg)
+		waker = syncapi.NewClient(wakeCfg)
 	}
 	var writer client.Client = live
 	if o.WrapWriter != nil {
 		writer = o.WrapWriter(writer)
 	}
-	h := healthctrl.NewHealthController(mgr.GetCache(), writer, clusters, gate, waker)
+	h := healthloop.NewHealthController(mgr.GetCache(), writer, clusters, gate, waker)
 	h.LiveReader = live
 	if o.ReadConcurrency > 0 {
 		h.ReadConcurrency = o.ReadConcurrency

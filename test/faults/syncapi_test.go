@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
-	"github.com/kumodo/convoy-observer/internal/subresources"
+	"github.com/kumodo/convoy-observer/internal/syncapi"
 )
 
 // served is one request that the sync endpoint served.
@@ -90,9 +90,9 @@ func (s *syncAPI) handle(w http.ResponseWriter, r *http.Request) {
 		}
 		from, path = replicaPrefix+p[:i], p[i:]
 	}
-	rest, ok := strings.CutPrefix(path, subresources.PathPrefix+"/namespaces/")
+	rest, ok := strings.CutPrefix(path, syncapi.PathPrefix+"/namespaces/")
 	seg := strings.Split(rest, "/")
-	if !ok || r.Method != http.MethodPost || len(seg) != 4 || seg[1] != "releases" || seg[3] != subresources.SubresourceSync {
+	if !ok || r.Method != http.MethodPost || len(seg) != 4 || seg[1] != "releases" || seg[3] != syncapi.SubresourceSync {
 		writeStatus(w, http.StatusNotFound, "NotFound", "no such path")
 		return
 	}

@@ -2,24 +2,8 @@
 // controller: the options of a loop's
 // controller (its own rate limiter, workers, panic recovery, leader election), the
 // adapter from a sync function of one key to a Reconciler, the predicates and fan-out
-// maps that decide which changes add a key (docs/design.md, "Events that add a key"), the shard gate, and the
-// target-cluster client cache.
-//
-// The target-cluster cache (ClusterCache with Watch) answers ObjectReader.Get from
-// informers, the way cluster-api's clustercache and gitops-engine's cluster cache do,
-// but only for what Releases record: the loop declares each Release's objects with
-// Track; the cache runs a dynamic informer per resource type and namespace (one for all
-// namespaces above a threshold), strips managedFields and the last-applied annotation
-// before caching, stops informers that nothing names, and reports each change of an
-// object through Notify so that exactly the Releases recording it are queued. Whatever it
-// cannot watch (forbidden, unserved, failing, not yet synced) it reads with a GET, never
-// answering "not found" from a cache that has not synced:
-//
-//	cc := base.NewClusterCache(base.ClusterCacheOptions{Local: cfg, Secrets: cs, Watch: true})
-//	cc.Notify(onObjectChange, onClusterRebuilt)
-//	reader, err := cc.ForCluster(ctx, cluster)
-//	cc.Track("ns/release", cluster, refs) // starts or stops informers
-//	obj, err := reader.Get(ctx, gvr, namespace, name)
+// maps that decide which changes add a key (docs/design.md, "Events that add a key"), and the shard gate. The
+// target-cluster cache is package clustercache.
 //
 // A loop is a sync function of one namespace/name key, run by controller-runtime's
 // controller through Reconciler, with the watches and predicates of its events:

@@ -1,0 +1,70 @@
+package clustercache
+
+import (
+	"bytes"
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// compactObject is a target object as the cache keeps it: its JSON (after
+// stripForCache) and the metadata that the store's key function and the change handler
+// read (namespace, name, resourceVersion). An unstructured object holds every field in
+// its own map or string and costs about three times its JSON; the JSON is decoded again
+// on every read, which costs about what the deep copy that a read of an unstructured
+// object needs anyway.
+type compactObject struct {
+	metav1.ObjectMeta
+	kind string
+	raw  []byte
+}
+
+// compactForCache is the informers' transform: stripForCache, then compactObject.
+// Anything else (a tombstone, an object that does not encode) is kept as it is.
+func compactForCache(obj any) (any, error) {
+	obj, err := stripForCache(obj)
+	if err != nil {
+		return obj, err
+	}
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return obj, nil
+	}
+	raw, err := u.MarshalJSON()
+	if err != nil {
+		return obj, nil
+	}
+	raw = bytes.Clone(raw) // the encoder's buffer has room to spare
+	return &compactObject{
+		ObjectMeta: metav1.ObjectMeta{Namespace: u.GetNamespace(), Name: u.GetName(), ResourceVersion: u.GetResourceVersion()},
+		kind:       u.GetKind(), raw: raw,
+	}, nil
+}
+
+// cachedUnstructured returns a new unstructured object for what the cache holds: a
+// compactObject decoded, or a copy of an unstructured one.
+func cachedUnstructured(obj any) (*unstructured.Unstructured, error) {
+	switch o := obj.(type) {
+	case *compactObject:
+		u := &unstructured.Unstructured{}
+		if err := u.UnmarshalJSON(o.raw); err != nil {
+			return nil, fmt.Errorf("decoding the cached %s %s: %w", o.kind, o.Name, err)
+		}
+		return u, nil
+	case *unstructured.Unstructured:
+		return o.DeepCopy(), nil
+	}
+	return nil, fmt.Errorf("unexpected object %T in the target cache", obj)
+}
+
+// cachedKind returns the kind of what the cache holds ("" when unknown).
+func cachedKind(obj any) string {
+	switch o := obj.(type) {
+	case *compactObject:
+		return o.kind
+	case *unstructured.Unstructured:
+		return o.GetKind()
+	}
+	return ""
+}

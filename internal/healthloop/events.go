@@ -1,0 +1,337 @@
+package healthloop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/flowcontrol"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
+	"github.com/kumodo/convoy-observer/health"
+	"github.com/kumodo/convoy-observer/internal/clustercache"
+	"github.com/kumodo/convoy-observer/internal/controller/base"
+)
+
+// Reasons of the Kubernetes Events (events.k8s.io/v1) that the health loop records. They
+// are recorded on edges only, never once per steady pass (docs/operations.md, "Events").
+const (
+	EventHealthy            = "Healthy"            // Normal: Healthy for the first time, again, or at a new render
+	EventProgressing        = "Progressing"        // Normal: was Healthy, now Progressing
+	EventDegraded           = "Degraded"           // Warning: an entry turned Degraded
+	EventUnknown            = "Unknown"            // Warning: an entry turned Unknown (not found, unreadable, evaluation error)
+	EventRulesInvalid       = "RulesInvalid"       // Warning: a selected rule set does not compile
+	EventAssessmentFailed   = "AssessmentFailed"   // Warning: the Release cannot be assessed (bad selector, unreadable inventory…)
+	EventHookSucceeded      = "HookSucceeded"      // Normal
+	EventHookFailed         = "HookFailed"         // Warning
+	EventHookTimedOut       = "HookTimedOut"       // Warning
+	EventClusterUnreachable = "ClusterUnreachable" // Warning, on the Release (rate-limited per Cluster) and once on the Cluster
+	EventClusterReachable   = "ClusterReachable"   // Normal, on the Cluster, once the first Release of it is assessed again
+)
+
+// Actions of the Events.
+const (
+	actionAssess   = "Assess"
+	actionPollHook = "PollHook"
+	actionConnect  = "Connect"
+)
+
+// Bounds of the Events about one target cluster. When a cluster goes down, every
+// Release of it turns Unknown within a pass or two; a thousand Releases must not make a
+// thousand Events. The Cluster gets exactly one ClusterUnreachable Event per outage (and
+// one ClusterReachable when it is back), from the replica that owns its shard; the
+// Releases' own Events about the outage and about the recovery that follows draw from
+// one token bucket per Cluster: clusterEventBurst at once, then one per
+// 1/clusterEventQPS seconds. A Release past the bucket still says why in its Healthy condition.
+const (
+	clusterEventBurst = 10
+	clusterEventQPS   = 0.1 // one per 10 s
+)
+
+// maxEventNote bounds an Event's note (the API server rejects more than 1 kB).
+const maxEventNote = 1000
+
+// eventState is the loop's memory of cluster edges, per replica (lost at a restart,
+// like the re-check backoff: a restart may repeat one Cluster Event).
+type eventState struct {
+	mu      sync.Mutex
+	down    map[string]bool                    // Cluster namespace/name → ClusterUnreachable recorded
+	kinds   map[string]string                  // Release key → conditionKind of its last recorded edge
+	buckets map[string]flowcontrol.RateLimiter // Cluster namespace/name → bucket of Release Events
+}
+
+// bucket returns the token bucket of the Release Events of cluster key.
+func (s *eventState) bucket(key string) flowcontrol.RateLimiter {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.buckets == nil {
+		s.buckets = map[string]flowcontrol.RateLimiter{}
+	}
+	b, ok := s.buckets[key]
+	if !ok {
+		b = flowcontrol.NewTokenBucketRateLimiter(clusterEventQPS, clusterEventBurst)
+		s.buckets[key] = b
+	}
+	return b
+}
+
+// sameKind records kind as the latest condition kind of the Release key and reports
+// whether it already was: a pass that reads the Release from a cache that has not yet
+// caught up with this loop's own condition write sees the old condition again, and must
+// not record the same edge twice.
+func (s *eventState) sameKind(key, kind string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.kinds == nil {
+		s.kinds = map[string]string{}
+	}
+	if s.kinds[key] == kind {
+		return true
+	}
+	s.kinds[key] = kind
+	return false
+}
+
+// forget drops what is remembered of the Release key.
+func (s *eventState) forget(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.kinds, key)
+}
+
+// forgetCluster drops what is remembered of the Cluster key (its Event budget and
+// outage), once no Release names it.
+func (s *eventState) forgetCluster(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.buckets, key)
+	delete(s.down, key)
+}
+
+// size returns how many Releases and Clusters s remembers, for tests.
+func (s *eventState) size() (releases, clusters int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.kinds), max(len(s.buckets), len(s.down))
+}
+
+// markDown records the cluster as down; true when it was not (an edge).
+func (s *eventState) markDown(key string, down bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.down == nil {
+		s.down = map[string]bool{}
+	}
+	was := s.down[key]
+	if down {
+		s.down[key] = true
+	} else {
+		delete(s.down, key)
+	}
+	return was != down
+}
+
+// conditionKind sorts the Healthy condition hs of this pass for edge detection: its
+// reason, except that a failed assessment is told apart by its typed cause (the cluster
+// is unreachable: clustercache.ErrClusterNotConnected; rules do not compile: *health.CompileError,
+// with the message, so another broken rule is a new edge; anything else).
+func conditionKind(hs healthStatus) string {
+	if hs.cause == nil {
+		return hs.reason
+	}
+	var compileErr *health.CompileError
+	switch {
+	case errors.Is(hs.cause, clustercache.ErrClusterNotConnected):
+		return EventClusterUnreachable
+	case errors.As(hs.cause, &compileErr):
+		// As written to the condition (one line), so the kind of this pass compares
+		// equal to the one priorKind reads back from the Release.
+		return EventRulesInvalid + ":" + truncateCondition(hs.message)
+	}
+	return EventAssessmentFailed
+}
+
+// priorKind is conditionKind of a condition read back from the Release, which keeps no
+// cause: a failed assessment's message is assessFailedPrefix followed by its cause's
+// text, and the causes that conditionKind tells apart carry the texts of the same
+// constants (clustercache.ErrClusterNotConnected, compileErrorText) that wrap them.
+func priorKind(c *metav1.Condition) string {
+	if c.Reason != v1alpha1.ReasonUnknown || !strings.HasPrefix(c.Message, assessFailedPrefix) {
+		return c.Reason
+	}
+	cause := strings.TrimPrefix(c.Message, assessFailedPrefix)
+	switch {
+	case strings.HasPrefix(cause, compileErrorText): // first: a rule may quote any text
+		return EventRulesInvalid + ":" + c.Message
+	case strings.Contains(cause, clustercache.ErrClusterNotConnected.Error()):
+		return EventClusterUnreachable
+	}
+	return EventAssessmentFailed
+}
+
+// assessFailedPrefix starts the condition message of a failed assessment.
+const assessFailedPrefix = "assessment failed: "
+
+// compileErrorText starts the error of an assessment that failed on a rule set that
+// does not compile (assess wraps the *health.CompileError with it).
+const compileErrorText = "compiling health rules: "
+
+// recordHealthEvents records the Event of the edge of rel's Healthy condition from prev
+// (as read at the start of the pass; nil for none) to hs, after hs was written; a is the
+// assessment (nil when it failed, with hs.cause saying why).
+func (h *HealthController) recordHealthEvents(ctx context.Context, rel *v1alpha1.Release, prev *metav1.Condition, hs healthStatus, a *assessment) {
+	if h.Events == nil {
+		return
+	}
+	cause := hs.cause
+	clusterKey := rel.Namespace + "/" + rel.Spec.ClusterRef.Name
+	unreachable := cause != nil && errors.Is(cause, clustercache.ErrClusterNotConnected)
+	if unreachable && h.events.markDown(clusterKey, true) {
+		h.clusterEvent(ctx, rel, corev1.EventTypeWarning, EventClusterUnreachable,
+			"cluster unreachable: %s (Releases of this cluster are Unknown until it answers)", cause)
+	}
+	if !unreachable && a != nil && h.events.markDown(clusterKey, false) {
+		h.clusterEvent(ctx, rel, corev1.EventTypeNormal, EventClusterReachable, "cluster reachable again")
+	}
+
+	prevKind := ""
+	if prev != nil {
+		prevKind = priorKind(prev)
+	}
+	kind := conditionKind(hs)
+	if kind == prevKind || h.events.sameKind(base.KeyOf(rel), kind) {
+		return
+	}
+	eventType, reason := corev1.EventTypeWarning, ""
+	note := hs.message
+	switch {
+	case kind == v1alpha1.ReasonHealthy:
+		// From any other kind, the first condition of a Release included: kubectl
+		// describe then always says when it became Healthy.
+		eventType, reason = corev1.EventTypeNormal, EventHealthy
+	case kind == v1alpha1.ReasonProgressing && prevKind == v1alpha1.ReasonHealthy:
+		eventType, reason = corev1.EventTypeNormal, EventProgressing
+	case kind == v1alpha1.ReasonDegraded:
+		reason, note = EventDegraded, offenders(a, v1alpha1.StateDegraded, hs.message)
+	case kind == v1alpha1.ReasonUnknown:
+		reason, note = EventUnknown, offenders(a, v1alpha1.StateUnknown, hs.message)
+	case kind == EventClusterUnreachable:
+		reason = EventClusterUnreachable
+	case strings.HasPrefix(kind, EventRulesInvalid+":"):
+		reason = EventRulesInvalid
+	case kind == EventAssessmentFailed:
+		reason = EventAssessmentFailed
+	default:
+		return // Pending, NotConfigured, Progressing from anything but Healthy
+	}
+	if (unreachable || prevKind == EventClusterUnreachable) && !h.events.bucket(clusterKey).TryAccept() {
+		h.logFrom(ctx).V(1).Info("event suppressed: the Cluster's event budget is spent", "reason", reason, "cluster", clusterKey)
+		return
+	}
+	h.Events.Eventf(rel, nil, eventType, reason, actionAssess, "%s", truncateNote(note))
+}
+
+// recordHookEvents records one Event per hook that reached a terminal state in this
+// pass, after the hooks' status was written.
+func (h *HealthController) recordHookEvents(rel *v1alpha1.Release, hooks hookOutcome) {
+	if h.Events == nil {
+		return
+	}
+	for _, fin := range hooks.terminal {
+		hk := fin.HookEntry
+		workload := fmt.Sprintf("%s %s/%s", hk.WorkloadKind, hk.Namespace, hk.WorkloadName)
+		note := fmt.Sprintf("hook %s (%s) %s", hk.Name, workload, strings.ToLower(string(hk.State)))
+		if hk.Message != "" {
+			note += ": " + hk.Message
+		}
+		switch {
+		case hk.State == v1alpha1.HookSucceeded:
+			h.Events.Eventf(rel, nil, corev1.EventTypeNormal, EventHookSucceeded, actionPollHook, "%s", truncateNote(note))
+		case fin.timedOut:
+			h.Events.Eventf(rel, nil, corev1.EventTypeWarning, EventHookTimedOut, actionPollHook, "%s", truncateNote(note))
+		default:
+			h.Events.Eventf(rel, nil, corev1.EventTypeWarning, EventHookFailed, actionPollHook, "%s", truncateNote(note))
+		}
+	}
+}
+
+// clusterEvent records an Event on rel's Cluster, read from the cache (a Cluster that
+// is gone gets none: the Releases say it is missing).
+func (h *HealthController) clusterEvent(ctx context.Context, rel *v1alpha1.Release, eventType, reason, format string, args ...any) {
+	c := &v1alpha1.Cluster{}
+	if err := h.Reader.Get(ctx, client.ObjectKey{Namespace: rel.Namespace, Name: rel.Spec.ClusterRef.Name}, c); err != nil {
+		return
+	}
+	h.Events.Eventf(c, nil, eventType, reason, actionConnect, "%s", truncateNote(fmt.Sprintf(format, args...)))
+}
+
+// offenders names up to three entries in state with their messages, after the count of
+// the condition message ("2/5 healthy; …"); without an assessment, the message itself.
+func offenders(a *assessment, state v1alpha1.HealthState, message string) string {
+	if a == nil {
+		return message
+	}
+	count, _, _ := strings.Cut(message, ";")
+	var names []string
+	n := 0
+	for i := range a.entries {
+		r := &a.entries[i]
+		if r.state != state {
+			continue
+		}
+		n++
+		if len(names) == 3 {
+			continue
+		}
+		s := r.key.Kind + " " + r.key.Name
+		if r.key.Namespace != "" {
+			s = r.key.Kind + " " + r.key.Namespace + "/" + r.key.Name
+		}
+		if r.message != "" {
+			s += ": " + r.message
+		}
+		names = append(names, s)
+	}
+	if len(names) == 0 {
+		return message
+	}
+	out := fmt.Sprintf("%s; %d %s: %s", count, n, state, strings.Join(names, "; "))
+	if n > len(names) {
+		out += fmt.Sprintf("; and %d more", n-len(names))
+	}
+	return out
+}
+
+// truncateNote keeps a note on one line and under the API server's limit.
+func truncateNote(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) <= maxEventNote {
+		return s
+	}
+	cut := maxEventNote - len("…")
+	for cut > 0 && (s[cut]&0xC0) == 0x80 {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+// priorCondition returns a copy of rel's Healthy condition before this pass writes.
+func priorCondition(rel *v1alpha1.Release) *metav1.Condition {
+	c := meta.FindStatusCondition(rel.Status.Conditions, v1alpha1.ConditionHealthy)
+	if c == nil {
+		return nil
+	}
+	cp := *c
+	return &cp
+}
+
+// EventRecorder is what the loop needs of an events.k8s.io/v1 recorder (the manager's
+// GetEventRecorder).
+type EventRecorder = events.EventRecorder

@@ -1,0 +1,371 @@
+package healthloop
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
+	"github.com/kumodo/convoy-observer/internal/clustercache"
+)
+
+// hook is a hook as the controller-manager records it.
+type hook struct {
+	name, kind, workload string
+	createdAt            time.Time
+	timeout              string
+}
+
+// hooks applies the inventory's hooks as the controller-manager (non-forced).
+func (f *fixture) hooks(hs ...hook) {
+	f.t.Helper()
+	list := []any{}
+	for _, h := range hs {
+		e := map[string]any{"name": h.name, "workloadKind": h.kind, "namespace": f.ns, "workloadName": h.workload,
+			"createdAt": h.createdAt.UTC().Format(time.RFC3339)}
+		if h.timeout != "" {
+			e["timeout"] = h.timeout
+		}
+		list = append(list, e)
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "convoy.kumodo.io/v1alpha1", "kind": "ReleaseInventory",
+		"metadata": map[string]any{"name": f.rel, "namespace": f.ns},
+		"hooks":    list,
+	}}
+	must(f.t, env.Client.Apply(f.ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(cmManager+"-hooks")))
+}
+
+func (f *fixture) hookEntry(name string) v1alpha1.HookEntry {
+	f.t.Helper()
+	for _, h := range f.getInventory().Hooks {
+		if h.Name == name {
+			return h
+		}
+	}
+	f.t.Fatalf("no hook %s", name)
+	return v1alpha1.HookEntry{}
+}
+
+func (f *fixture) expectHook(name string, state v1alpha1.HookState, message string) v1alpha1.HookEntry {
+	f.t.Helper()
+	h := f.hookEntry(name)
+	if h.State != state || h.Message != message {
+		f.t.Fatalf("hook %s = %s %q, want %s %q", name, h.State, h.Message, state, message)
+	}
+	if state.IsTerminal() != (h.FinishedAt != nil) {
+		f.t.Fatalf("hook %s: state %s with finishedAt %v", name, h.State, h.FinishedAt)
+	}
+	return h
+}
+
+var podSpec = corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "main", Image: "busybox"}}}
+
+// job creates a Job and sets its status as the Job controller would.
+func (f *fixture) job(name string, conds ...batchv1.JobCondition) {
+	f.t.Helper()
+	j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.ns},
+		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: podSpec}}}
+	must(f.t, env.Client.Create(f.ctx, j))
+	if len(conds) == 0 {
+		return
+	}
+	now := metav1.Now()
+	j.Status.StartTime = &now
+	j.Status.Conditions = conds
+	for _, c := range conds {
+		if c.Type == batchv1.JobComplete {
+			j.Status.CompletionTime = &now
+			j.Status.Succeeded = 1
+		}
+		if c.Type == batchv1.JobFailed {
+			j.Status.Failed = 1
+		}
+	}
+	must(f.t, env.Client.Status().Update(f.ctx, j))
+}
+
+func cond(t batchv1.JobConditionType, reason, message string) batchv1.JobCondition {
+	return batchv1.JobCondition{Type: t, Status: corev1.ConditionTrue, Reason: reason, Message: message,
+		LastProbeTime: metav1.Now(), LastTransitionTime: metav1.Now()}
+}
+
+// pod creates a Pod with the given status.
+func (f *fixture) pod(name string, status corev1.PodStatus) {
+	f.t.Helper()
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.ns}, Spec: podSpec}
+	must(f.t, env.Client.Create(f.ctx, p))
+	p.Status = status
+	must(f.t, env.Client.Status().Update(f.ctx, p))
+}
+
+func TestHookOutcomes(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.release(nil, 0)
+	f.job("job-ok", cond("SuccessCriteriaMet", "CompletionsReached", ""), cond(batchv1.JobComplete, "CompletionsReached", "Reached expected number of succeeded pods"))
+	f.job("job-failed", cond("FailureTarget", "BackoffLimitExceeded", "Job has reached the specified backoff limit"), cond(batchv1.JobFailed, "BackoffLimitExceeded", "Job has reached the specified backoff limit"))
+	f.job("job-running")
+	f.job("job-slow")
+	f.pod("pod-ok", corev1.PodStatus{Phase: corev1.PodSucceeded})
+	f.pod("pod-failed", corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{
+		Name: "main", Image: "busybox", ImageID: "x",
+		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Error", ExitCode: 3}},
+	}}})
+	created := t0.Add(-10 * time.Minute)
+	f.hooks(
+		hook{name: "job-ok", kind: "Job", workload: "job-ok", createdAt: t0},
+		hook{name: "job-failed", kind: "Job", workload: "job-failed", createdAt: t0},
+		hook{name: "job-running", kind: "Job", workload: "job-running", createdAt: t0.Add(-time.Minute)},
+		hook{name: "job-timeout", kind: "Job", workload: "job-slow", createdAt: created}, // default 10m: exactly now
+		hook{name: "job-custom-timeout", kind: "Job", workload: "job-slow", createdAt: t0.Add(-29 * time.Second), timeout: "30s"},
+		hook{name: "pod-ok", kind: "Pod", workload: "pod-ok", createdAt: t0},
+		hook{name: "pod-failed", kind: "Pod", workload: "pod-failed", createdAt: t0},
+		hook{name: "gone", kind: "Pod", workload: "never-created", createdAt: t0},
+	)
+	res := f.pass()
+	f.expectHook("job-ok", v1alpha1.HookSucceeded, "CompletionsReached: Reached expected number of succeeded pods")
+	f.expectHook("job-failed", v1alpha1.HookFailed, "BackoffLimitExceeded: Job has reached the specified backoff limit")
+	f.expectHook("job-running", v1alpha1.HookRunning, "")
+	f.expectHook("job-timeout", v1alpha1.HookFailed, "timed out after 10m")
+	f.expectHook("job-custom-timeout", v1alpha1.HookRunning, "")
+	f.expectHook("pod-ok", v1alpha1.HookSucceeded, "")
+	f.expectHook("pod-failed", v1alpha1.HookFailed, "container main terminated: Error (exit code 3)")
+	f.expectHook("gone", v1alpha1.HookFailed, "workload not found")
+	if n := f.api.syncs.Load(); n != 1 {
+		t.Fatalf("sync requests = %d, want exactly 1 for the batch", n)
+	}
+	if res.RequeueAfter != 2*time.Second {
+		t.Fatalf("re-check with running hooks = %v, want 2s", res.RequeueAfter)
+	}
+	// One second later the custom timeout is reached, exactly at createdAt + 30s.
+	f.clock.Step(time.Second)
+	f.pass()
+	f.expectHook("job-custom-timeout", v1alpha1.HookFailed, "timed out after 30s")
+	if n := f.api.syncs.Load(); n != 2 {
+		t.Fatalf("sync requests = %d, want 2", n)
+	}
+	// A steady pass (job-running still running) sends nothing and writes nothing.
+	rv := f.getInventory().ResourceVersion
+	f.pass()
+	if n := f.api.syncs.Load(); n != 2 {
+		t.Fatalf("a steady pass sent a sync request (%d)", n)
+	}
+	if f.getInventory().ResourceVersion != rv {
+		t.Fatal("a steady pass wrote the inventory")
+	}
+}
+
+// TestHookWorkloadDeletedByTTL: a Running Job that disappears is Failed "workload not
+// found" on the next poll.
+func TestHookWorkloadDeletedByTTL(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.release(nil, 0)
+	f.job("migrate")
+	f.hooks(hook{name: "pre", kind: "Job", workload: "migrate", createdAt: t0})
+	f.pass()
+	f.expectHook("pre", v1alpha1.HookRunning, "")
+	j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "migrate", Namespace: f.ns}}
+	must(t, env.Client.Delete(f.ctx, j, client.PropagationPolicy(metav1.DeletePropagationBackground)))
+	f.pass()
+	f.expectHook("pre", v1alpha1.HookFailed, "workload not found")
+}
+
+// failingReader answers every read with a server error.
+type failingReader struct{}
+
+func (failingReader) Get(context.Context, schema.GroupVersionResource, string, string) (*unstructured.Unstructured, error) {
+	return nil, errors.New("etcdserver: request timed out")
+}
+
+type fakeClusters struct{ reader clustercache.ObjectReader }
+
+func (c fakeClusters) ForCluster(context.Context, *v1alpha1.Cluster) (clustercache.ObjectReader, error) {
+	return c.reader, nil
+}
+func (fakeClusters) Forget(string, string) {}
+
+// TestHookReadErrorChangesNothing: a read error other than NotFound is logged and
+// writes nothing.
+func TestHookReadErrorChangesNothing(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.release(nil, 0)
+	f.job("migrate")
+	f.hooks(hook{name: "pre", kind: "Job", workload: "migrate", createdAt: t0})
+	f.pass()
+	rv := f.getInventory().ResourceVersion
+	f.h.Clusters = fakeClusters{failingReader{}}
+	f.clock.Step(time.Hour) // even past the timeout: nothing is decided without a read
+	res := f.pass()
+	if f.getInventory().ResourceVersion != rv {
+		t.Fatal("a read error wrote the inventory")
+	}
+	f.expectHook("pre", v1alpha1.HookRunning, "")
+	if res.RequeueAfter == 0 {
+		t.Fatal("a hook that could not be polled is not re-checked")
+	}
+}
+
+// TestHookReArmed: a finished hook whose createdAt moves after its finishedAt is polled
+// again and returns to Running; an untouched finished hook is not polled but is still
+// sent by writeHookStatus.
+func TestHookReArmed(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.release(nil, 0)
+	f.job("a", complete("")...)
+	f.job("b", complete("")...)
+	armed := t0.Add(-time.Minute)
+	f.hooks(hook{name: "a", kind: "Job", workload: "a", createdAt: armed}, hook{name: "b", kind: "Job", workload: "b", createdAt: armed})
+	f.pass()
+	f.expectHook("a", v1alpha1.HookSucceeded, "CompletionsReached")
+	f.expectHook("b", v1alpha1.HookSucceeded, "CompletionsReached")
+
+	// The controller-manager re-arms a: a new Job, createdAt after finishedAt.
+	must(t, env.Client.Delete(f.ctx, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: f.ns}}, client.PropagationPolicy(metav1.DeletePropagationBackground)))
+	f.job("a2")
+	// b's Job vanishes: if b were polled again it would turn Failed.
+	must(t, env.Client.Delete(f.ctx, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: f.ns}}, client.PropagationPolicy(metav1.DeletePropagationBackground)))
+	f.clock.Step(time.Minute)
+	f.hooks(hook{name: "a", kind: "Job", workload: "a2", createdAt: f.clock.Now()}, hook{name: "b", kind: "Job", workload: "b", createdAt: armed})
+	f.pass()
+	f.expectHook("a", v1alpha1.HookRunning, "")
+	f.expectHook("b", v1alpha1.HookSucceeded, "CompletionsReached")
+}
+
+// TestDeletionPollsHooksOnly: with a finalizer holding the Release, the loop polls the
+// preDelete hooks, leaves the Healthy condition and the entries untouched, wakes the
+// controller when a hook finishes, and stops writing once every hook has finished.
+func TestDeletionPollsHooksOnly(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.readyRelease(0, 0)
+	f.configMap("a", "true")
+	f.inventory(cm("a", 0, ""))
+	f.pass()
+	f.expectCondition(metav1.ConditionTrue, v1alpha1.ReasonHealthy)
+	syncs := f.api.syncs.Load()
+
+	rel := f.getRelease()
+	rel.Finalizers = []string{"convoy.kumodo.io/finalizer"}
+	must(t, env.Client.Update(f.ctx, rel))
+	must(t, env.Client.Delete(f.ctx, rel))
+	t.Cleanup(func() {
+		r := f.getRelease()
+		r.Finalizers = nil
+		_ = env.Client.Update(context.Background(), r)
+	})
+	f.job("pre-delete")
+	f.hooks(hook{name: "pre-delete", kind: "Job", workload: "pre-delete", createdAt: t0})
+	f.configMap("a", "false") // would be Progressing if assessed
+	res := f.pass()
+	f.expectHook("pre-delete", v1alpha1.HookRunning, "")
+	f.expectEntry("a", v1alpha1.StateHealthy, "")
+	f.expectCondition(metav1.ConditionTrue, v1alpha1.ReasonHealthy)
+	if res.RequeueAfter != 2*time.Second {
+		t.Fatalf("re-check during deletion = %v, want 2s (the running hook)", res.RequeueAfter)
+	}
+	if f.api.syncs.Load() != syncs {
+		t.Fatal("sync request without a finished hook")
+	}
+	j := &batchv1.Job{}
+	must(t, env.Client.Get(f.ctx, clientKey(f.ns, "pre-delete"), j))
+	j.Status.StartTime = &metav1.Time{Time: t0}
+	j.Status.CompletionTime = &metav1.Time{Time: t0}
+	j.Status.Succeeded = 1
+	j.Status.Conditions = complete("")
+	must(t, env.Client.Status().Update(f.ctx, j))
+	res = f.pass()
+	f.expectHook("pre-delete", v1alpha1.HookSucceeded, "CompletionsReached")
+	if f.api.syncs.Load() != syncs+1 {
+		t.Fatal("no sync request when the hook finished")
+	}
+	if res.RequeueAfter != 0 {
+		t.Fatalf("re-check with no running hook = %v", res.RequeueAfter)
+	}
+	rv := f.getInventory().ResourceVersion
+	f.pass()
+	f.pass()
+	if f.getInventory().ResourceVersion != rv {
+		t.Fatal("the loop kept writing the inventory after every hook finished")
+	}
+	f.expectEntry("a", v1alpha1.StateHealthy, "")
+}
+
+// TestHookReArmedWithinTheSecond: createdAt and finishedAt are stored to the second; a
+// hook re-armed in the same second as it finished is still polled again.
+func TestHookReArmedWithinTheSecond(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.release(nil, 0)
+	f.job("j1", complete("done")...)
+	f.hooks(hook{name: "h", kind: "Job", workload: "j1", createdAt: t0.Add(-5 * time.Second)})
+	f.pass()
+	f.expectHook("h", v1alpha1.HookSucceeded, "CompletionsReached: done")
+	syncs := f.api.syncs.Load()
+	f.clock.Step(400 * time.Millisecond)
+	f.job("j2")
+	f.hooks(hook{name: "h", kind: "Job", workload: "j2", createdAt: f.clock.Now()})
+	f.pass()
+	f.expectHook("h", v1alpha1.HookRunning, "")
+	if f.api.syncs.Load() != syncs {
+		t.Fatal("a hook turning Running sent a sync request")
+	}
+}
+
+// TestHookFinishedInTheSecondItWasArmed: a hook that finishes in the second it was armed
+// is polled once more (it may have been re-armed within that second: at most one extra
+// sync request), and then left alone.
+func TestHookFinishedInTheSecondItWasArmed(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.release(nil, 0)
+	f.hooks(hook{name: "h", kind: "Pod", workload: "never-created", createdAt: t0})
+	f.pass()
+	f.expectHook("h", v1alpha1.HookFailed, "workload not found")
+	if n := f.api.syncs.Load(); n != 1 {
+		t.Fatalf("sync requests = %d, want 1", n)
+	}
+	f.clock.Step(2 * time.Second)
+	f.pass() // same second as createdAt: polled again, same result, finishedAt moves on
+	if n := f.api.syncs.Load(); n > 2 {
+		t.Fatalf("sync requests = %d after the ambiguous second, want at most 2", n)
+	}
+	syncs := f.api.syncs.Load()
+	rv := f.getInventory().ResourceVersion
+	f.pass()
+	f.pass()
+	if f.getInventory().ResourceVersion != rv || f.api.syncs.Load() != syncs {
+		t.Fatal("a finished hook kept being written or kept waking the controller")
+	}
+}
+
+// TestHookReArmedWithinTheSecondAndDone: a hook re-armed in the second it finished, whose
+// new workload is already complete, still wakes the controller-manager.
+func TestHookReArmedWithinTheSecondAndDone(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.release(nil, 0)
+	f.job("j1", complete("done")...)
+	f.hooks(hook{name: "h", kind: "Job", workload: "j1", createdAt: t0.Add(-5 * time.Second)})
+	f.clock.Step(1500 * time.Millisecond)
+	f.pass()
+	syncs := f.api.syncs.Load()
+	f.job("j2", complete("done")...)
+	f.hooks(hook{name: "h", kind: "Job", workload: "j2", createdAt: t0.Add(1800 * time.Millisecond)})
+	f.clock.Step(1500 * time.Millisecond)
+	f.pass()
+	if f.api.syncs.Load() != syncs+1 {
+		t.Fatal("a re-armed hook that finished sent no sync request")
+	}
+}

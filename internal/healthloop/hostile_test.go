@@ -1,0 +1,171 @@
+package healthloop
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
+	"github.com/kumodo/convoy-observer/internal/clustercache"
+)
+
+// Hostile sizes at the API (issue #10): each gives a correct result and no crash.
+
+// TestLongestReleaseName: a Release (and its inventory, entries and sync path) with the
+// longest legal name, 253 characters.
+func TestLongestReleaseName(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.rel = strings.Repeat("r", 200) + "." + strings.Repeat("x", 52)
+	f.key = f.ns + "/" + f.rel
+	f.readyRelease(0, 0)
+	long := strings.Repeat("c", 253)
+	f.configMap(long, "true")
+	f.inventory(cm(long, 0, ""))
+	f.pass()
+	f.expectCondition(metav1.ConditionTrue, v1alpha1.ReasonHealthy)
+	f.expectEntry(long, v1alpha1.StateHealthy, "")
+	if n := f.api.syncs.Load(); n != 1 {
+		t.Fatalf("sync requests for the longest name = %d, want 1", n)
+	}
+	if f.getRelease().Annotations[v1alpha1.SyncRequestedAtAnnotation] == "" {
+		t.Fatal("the sync request did not reach the Release with the longest name")
+	}
+}
+
+// TestMessagesAtTheCap: a rule message and a hook message of thousands of multi-byte
+// characters are cut to 1024 characters ending in "…", stay valid UTF-8, pass the CRD's
+// maxLength, and a steady pass does not rewrite them.
+func TestMessagesAtTheCap(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.readyRelease(0, 0)
+	f.configMap("a", strings.Repeat("✗é", 1500)) // 3000 characters, 7500 bytes
+	f.inventory(cm("a", 0, ""))
+	f.pod("p", corev1.PodStatus{Phase: corev1.PodFailed, Reason: "Evicted", Message: strings.Repeat("ü💥", 1000)})
+	f.hooks(hook{name: "h", kind: "Pod", workload: "p", createdAt: t0.Add(-time.Minute)})
+	f.pass()
+	check := func(what, msg string) {
+		t.Helper()
+		if n := utf8.RuneCountInString(msg); n != v1alpha1.MaxMessageLength || !utf8.ValidString(msg) || !strings.HasSuffix(msg, "…") {
+			t.Fatalf("%s: %d characters, valid UTF-8 %v, suffix %q", what, n, utf8.ValidString(msg), msg[len(msg)-8:])
+		}
+	}
+	check("entry message", f.entry("a").Message)
+	check("hook message", f.hookEntry("h").Message)
+	c := f.expectCondition(metav1.ConditionFalse, v1alpha1.ReasonProgressing)
+	if !utf8.ValidString(c.Message) || !strings.Contains(c.Message, "ready=✗é") {
+		t.Fatalf("condition message %q", c.Message[:64])
+	}
+	rv := f.getInventory().ResourceVersion
+	relRV := f.getRelease().ResourceVersion
+	f.pass()
+	if f.getInventory().ResourceVersion != rv || f.getRelease().ResourceVersion != relRV {
+		t.Fatal("a steady pass rewrote a message at the cap")
+	}
+}
+
+// largeInventory applies, as the controller-manager, an inventory of n ConfigMap entries
+// (only c0 exists) and the CRD's maximum of 256 hooks (no workload exists).
+func (f *fixture) largeInventory(n int) {
+	f.t.Helper()
+	f.h.Clusters = clustercache.NewClusterCache(clustercache.ClusterCacheOptions{Local: env.Config, SecretReader: env.Client, QPS: 5000, Burst: 5000})
+	f.configMap("c0", "true")
+	list := make([]any, 0, n)
+	for i := range n {
+		list = append(list, map[string]any{"group": "", "kind": "ConfigMap", "namespace": f.ns, "name": fmt.Sprintf("c%d", i),
+			"version": "v1", "resource": "configmaps", "wave": int64(i % 3), "renderRef": ""})
+	}
+	hl := make([]any, 0, maxHooks)
+	for i := range maxHooks {
+		hl = append(hl, map[string]any{"name": fmt.Sprintf("h%d", i), "workloadKind": "Job", "namespace": f.ns,
+			"workloadName": fmt.Sprintf("j%d", i), "createdAt": t0.Add(-time.Minute).Format(time.RFC3339)})
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "convoy.kumodo.io/v1alpha1", "kind": "ReleaseInventory",
+		"metadata": map[string]any{"name": f.rel, "namespace": f.ns},
+		"entries":  list, "hooks": hl,
+	}}
+	must(f.t, env.Client.Apply(f.ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(cmManager)))
+}
+
+const maxHooks = 256 // the CRD's maxItems of hooks
+
+// TestLargeInventory: 1000 entries and the CRD's maximum of 256 hooks are assessed and
+// written in one pass; the summary counts every entry.
+func TestLargeInventory(t *testing.T) {
+	t.Parallel()
+	const entries = 1000
+	f := newFixture(t)
+	f.readyRelease(0, 0)
+	f.largeInventory(entries)
+	f.pass()
+	sum := f.getRelease().Status.HealthSummary
+	if sum == nil || sum.Total != entries || sum.Healthy != 1 || sum.Unknown != entries-1 {
+		t.Fatalf("summary = %+v, want %d entries: 1 Healthy, the rest Unknown (object not found)", sum, entries)
+	}
+	inv := f.getInventory()
+	if len(inv.Entries) != entries || len(inv.Hooks) != maxHooks {
+		t.Fatalf("inventory has %d entries and %d hooks", len(inv.Entries), len(inv.Hooks))
+	}
+	for _, e := range inv.Entries {
+		if e.Name != "c0" && (e.State != v1alpha1.StateUnknown || e.Message != "object not found") {
+			t.Fatalf("entry %s = %s %q", e.Name, e.State, e.Message)
+		}
+	}
+	for _, h := range inv.Hooks {
+		if h.State != v1alpha1.HookFailed || h.Message != "workload not found" {
+			t.Fatalf("hook %s = %s %q", h.Name, h.State, h.Message)
+		}
+	}
+}
+
+// TestInventoryTooLargeToAnnotate: the CRD allows 10000 entries, but etcd refuses an
+// inventory of about 6000 (2 MiB with managedFields) before the observer sees it, and
+// the observer's own fields push an inventory of 3000 past the limit. Then the entries
+// write fails: the pass is retried, and the Healthy condition says why (Unknown).
+func TestInventoryTooLargeToAnnotate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("3000 target reads")
+	}
+	t.Parallel()
+	f := newFixture(t)
+	f.readyRelease(0, 0)
+	f.largeInventory(3000)
+	if _, err := f.h.syncHandler(f.ctx, f.key); err == nil || !tooLarge(err) {
+		t.Fatalf("pass = %v, want a too-large error", err)
+	}
+	c := f.expectCondition(metav1.ConditionUnknown, v1alpha1.ReasonUnknown)
+	if !strings.Contains(c.Message, "exceeds the API server's size limit") {
+		t.Fatalf("condition message %q does not say why", c.Message)
+	}
+}
+
+// TestReferencesThatLeaveTheirPath: an entry whose resource climbs out of its URL
+// ("configmaps/../../../namespaces" with the name of a Namespace: the cleaned URL names
+// that Namespace) and a hook whose workload name does the same are never read: the entry
+// is Unknown and the hook Failed, each saying which field is invalid.
+func TestReferencesThatLeaveTheirPath(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.readyRelease(0, 0)
+	escape := cm(f.ns, 0, "")
+	escape.resource = "configmaps/../../../namespaces"
+	f.inventory(escape)
+	f.hooks(hook{name: "h", kind: "Job", workload: "x/../y", createdAt: t0.Add(-time.Minute)})
+	f.pass()
+	e := f.entry(f.ns)
+	if e.State != v1alpha1.StateUnknown || !strings.Contains(e.Message, `invalid object reference: resource "configmaps/../../../namespaces"`) {
+		t.Fatalf("entry: state %s, message %q; want Unknown naming the invalid resource", e.State, e.Message)
+	}
+	if h := f.hookEntry("h"); h.State != v1alpha1.HookFailed || !strings.Contains(h.Message, `invalid object reference: name "x/../y"`) {
+		t.Fatalf("hook: state %s, message %q; want Failed naming the invalid name", h.State, h.Message)
+	}
+}

@@ -1,0 +1,111 @@
+package healthloop
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
+)
+
+// Metrics of the health loop, served with controller-runtime's on --metrics-bind-address.
+var (
+	// releaseEntries counts each Release's inventory entries by state, as in its
+	// healthSummary.
+	releaseEntries = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "convoy_observer_release_entries",
+		Help: "Inventory entries of a Release by health state, as last written to its healthSummary.",
+	}, []string{"namespace", "release", "state"})
+
+	// assessmentFailures counts passes whose assessment failed (Healthy=Unknown).
+	assessmentFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "convoy_observer_assessment_failures_total",
+		Help: "Health passes whose assessment failed: rules that do not compile, a missing or unreachable Cluster.",
+	}, []string{"namespace", "release"})
+
+	// syncRequests counts the POST …/sync requests by result (ok, error, gone: the Release no longer exists).
+	syncRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "convoy_observer_sync_requests_total",
+		Help: "Sync requests sent to convoy-api to wake the controller-manager, by result.",
+	}, []string{"result"})
+
+	// writeConflicts counts writes of the observer's own fields that failed a
+	// precondition (the inventory's uid or resourceVersion: a lagging cache or a
+	// concurrent writer) and were requeued quietly, by write (hooks, entries, status).
+	writeConflicts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "convoy_observer_write_conflicts_total",
+		Help: "Writes of the observer's own fields that met a conflict (a lagging cache or another writer) and were retried, by write.",
+	}, []string{"write"})
+
+	// targetWakeups counts the passes that a change of a watched target object queued.
+	targetWakeups = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "convoy_observer_target_wakeups_total",
+		Help: "Release keys queued because a target object that the Release records (or a polled hook workload) changed.",
+	})
+)
+
+func init() {
+	metrics.Registry.MustRegister(releaseEntries, assessmentFailures, syncRequests, writeConflicts, targetWakeups,
+		evaluationCPU, evaluationCost, passesTotal, budgetCuts, budgetCutEntries, evaluationWait, queueWait)
+}
+
+// recordSummary sets the entry gauges of a Release from its summary.
+func recordSummary(namespace, name string, s *v1alpha1.HealthSummary) {
+	if s == nil {
+		return
+	}
+	for state, n := range map[v1alpha1.HealthState]int32{
+		v1alpha1.StateHealthy: s.Healthy, v1alpha1.StateProgressing: s.Progressing,
+		v1alpha1.StateDegraded: s.Degraded, v1alpha1.StateUnknown: s.Unknown,
+	} {
+		releaseEntries.WithLabelValues(namespace, name, string(state)).Set(float64(n))
+	}
+}
+
+// forgetMetrics drops the series of a deleted Release.
+func forgetMetrics(namespace, name string) {
+	labels := prometheus.Labels{"namespace": namespace, "release": name}
+	releaseEntries.DeletePartialMatch(labels)
+	assessmentFailures.DeletePartialMatch(labels)
+}
+
+// Metrics per namespace of the fair evaluation.
+var (
+	evaluationCPU = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "convoy_observer_evaluation_cpu_seconds_total",
+		Help: "CPU seconds of the health rules' evaluations, by the namespace of the Release.",
+	}, []string{"namespace"})
+	evaluationCost = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "convoy_observer_evaluation_cost_total",
+		Help: "CEL cost units charged to the health rules' evaluations, by the namespace of the Release.",
+	}, []string{"namespace"})
+	passesTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "convoy_observer_passes_total",
+		Help: "Health passes started, by the namespace of the Release.",
+	}, []string{"namespace"})
+	budgetCuts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "convoy_observer_evaluation_budget_cuts_total",
+		Help: "Health passes that spent their evaluation budget (--pass-evaluation-budget) before evaluating every entry, by the namespace of the Release.",
+	}, []string{"namespace"})
+	budgetCutEntries = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "convoy_observer_evaluation_budget_unevaluated_entries_total",
+		Help: "Inventory entries left Unknown because their pass spent its evaluation budget, by the namespace of the Release.",
+	}, []string{"namespace"})
+	evaluationWait = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "convoy_observer_evaluation_wait_seconds",
+		Help:    "Time an evaluation waited for one of the evaluation slots (GOMAXPROCS), by the namespace of the Release.",
+		Buckets: []float64{0.0001, 0.001, 0.01, 0.1, 0.5, 1, 2, 5, 10, 30},
+	}, []string{"namespace"})
+
+	queueWait = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "convoy_observer_queue_wait_seconds",
+		Help:    "Time a Release key waited in the loop's queue from when it was ready until a worker took it (retries not counted), by the namespace of the Release.",
+		Buckets: []float64{0.001, 0.01, 0.1, 0.5, 1, 2, 5, 10, 30, 60, 300},
+	}, []string{"namespace"})
+)
+
+// observeQueueWait records the queue wait of a key of namespace.
+func observeQueueWait(namespace string, wait time.Duration) {
+	queueWait.WithLabelValues(namespace).Observe(wait.Seconds())
+}

@@ -1,0 +1,173 @@
+package healthloop
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
+	"github.com/kumodo/convoy-observer/internal/inventory"
+)
+
+// The record of an owed sync request (inventory.AnnotationSyncOwed) costs no write of
+// its own: it rides in the apply that persists the edge's state (the hooks or the
+// entries apply, under that apply's field manager), so the state and the debt land
+// together, and every later apply of the observer carries it while the debt is unpaid
+// (Server-Side Apply would remove a field that its only owner stops sending). Its
+// removal costs no write either: the record holds the Release's sync annotation
+// (v1alpha1.SyncRequestedAtAnnotation, which the /sync endpoint sets, docs/design.md, "Objects and owners") as
+// the API server had it just before the state was written, so any later sync request
+// shows as a different annotation and the debt reads as paid, in this process or the
+// next one. A paid record stays until the next apply of its field manager drops it.
+// An observer killed between the state write and the request finds an unpaid record
+// and pays it (at least once); a steady Release, whose annotation has moved past the
+// record, sends nothing. One window remains: a sync request that another client sends
+// between that read and the state write (milliseconds) reads as the payment although it
+// came before the state; it did wake the controller-manager, and a change of an entry's
+// state wakes it anyway (docs/design.md, "Wake the controller").
+//
+// A record without that baseline (written by an older observer) reads as unpaid; once
+// paid, one JSON patch under the field manager convoy-sync-owed removes it, only if it
+// still holds the value that was paid.
+
+// owedState is what this process knows about the record of one Release.
+type owedState struct {
+	// value is the record this state is about (the annotation's value).
+	value string
+	// paid: the sync request owed for value was sent since it was recorded.
+	paid bool
+	// settled: nothing is left to remove (a record with a baseline, or one removed).
+	settled bool
+}
+
+// owedBaseline separates the two parts of a record: "<recorded at> syncRequestedAt=<the
+// Release's sync annotation before the state write>".
+const owedBaseline = " syncRequestedAt="
+
+// syncOwedValue returns the value of the inventory's record of an owed sync request, ""
+// when there is none.
+func (pi passInventory) syncOwedValue() string {
+	if pi.inv == nil {
+		return ""
+	}
+	return pi.inv.Annotations[inventory.AnnotationSyncOwed]
+}
+
+// newOwedValue returns the value of a new record for rel: the time, and rel's sync
+// annotation read from the API server (not the cache, which may not show a request
+// that was served a moment ago yet).
+func (h *HealthController) newOwedValue(ctx context.Context, rel *v1alpha1.Release) (string, error) {
+	live := &v1alpha1.Release{}
+	reader := h.LiveReader
+	if reader == nil {
+		reader = h.Reader
+	}
+	if err := reader.Get(ctx, client.ObjectKeyFromObject(rel), live); err != nil {
+		return "", fmt.Errorf("reading the sync annotation of the Release before recording an owed sync request: %w", err)
+	}
+	return h.Clock.Now().UTC().Format(time.RFC3339Nano) + owedBaseline + baselineOf(live), nil
+}
+
+// maxBaseline bounds the baseline of a record: /sync writes 30 bytes, but anyone who may
+// patch a Release can write up to 256 KiB there, and a record that copied it would not
+// fit in the inventory's annotations (every apply carrying it refused, the state never
+// written). A longer annotation is recorded as its SHA-256, which no value of at most
+// maxBaseline bytes equals.
+const maxBaseline = 64
+
+// baselineOf is the baseline of a record for rel: its sync annotation, or the SHA-256
+// of one longer than maxBaseline.
+func baselineOf(rel *v1alpha1.Release) string {
+	at := rel.Annotations[v1alpha1.SyncRequestedAtAnnotation]
+	if len(at) <= maxBaseline {
+		return at
+	}
+	sum := sha256.Sum256([]byte(at))
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// paidSince reports whether rel shows a sync request served after the record value was
+// written; ok is false for a record without a baseline.
+func paidSince(rel *v1alpha1.Release, value string) (paid, ok bool) {
+	_, baseline, ok := strings.Cut(value, owedBaseline)
+	if !ok {
+		return false, false
+	}
+	return baselineOf(rel) != baseline, true
+}
+
+// removeSyncOwed removes the record value of an owed sync request from inv with one
+// JSON patch under the field manager convoy-sync-owed. The patch tests the inventory's
+// uid (never an inventory that was re-created meanwhile) and the record's value, not the
+// resourceVersion, so a concurrent writer of the inventory does not make the record
+// outlive its payment. A record that is gone or holds another value (a newer debt, or an
+// apply that dropped this one) fails the test: nothing is left to remove, and that is
+// success.
+func (h *HealthController) removeSyncOwed(ctx context.Context, inv *v1alpha1.ReleaseInventory, value string) error {
+	path := "/metadata/annotations/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(inventory.AnnotationSyncOwed)
+	ops := []map[string]any{
+		{"op": "test", "path": "/metadata/uid", "value": string(inv.UID)},
+		{"op": "test", "path": path, "value": value},
+		{"op": "remove", "path": path},
+	}
+	data, err := json.Marshal(ops)
+	if err != nil {
+		return err
+	}
+	target := &v1alpha1.ReleaseInventory{ObjectMeta: metav1.ObjectMeta{Namespace: inv.Namespace, Name: inv.Name}}
+	err = h.Writer.Patch(ctx, target, client.RawPatch(types.JSONPatchType, data), client.FieldOwner(inventory.FieldManagerSyncOwed))
+	switch {
+	case err == nil:
+		return nil
+	case apierrors.IsInvalid(err) || apierrors.IsNotFound(err): // a failed test is 422 Invalid
+		h.logFrom(ctx).V(1).Info("the paid sync record is already gone or replaced", "record", value, "reason", err.Error())
+		return nil
+	default:
+		return fmt.Errorf("removing the record of a paid sync request: %w", err)
+	}
+}
+
+// owedFor returns what this process knows about the record of an owed sync request of
+// key, given the Release and the inventory that the pass read. A record that this
+// process did not write, or has forgotten, is paid when the Release's sync annotation
+// has moved past its baseline. One that this process wrote and the cache does not show
+// yet is still its own; one that is settled is forgotten once the cache no longer shows
+// it. Without an inventory there is nothing to pay or remove.
+func (h *HealthController) owedFor(key string, rel *v1alpha1.Release, inv passInventory) owedState {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	recorded := inv.syncOwedValue()
+	st := h.owed[key]
+	switch {
+	case inv.inv == nil || (recorded == "" && (st.settled || st.value == "")):
+		delete(h.owed, key)
+		return owedState{}
+	case recorded != "" && recorded != st.value:
+		paid, ok := paidSince(rel, recorded)
+		return owedState{value: recorded, paid: paid, settled: paid && ok}
+	}
+	return st
+}
+
+// setOwed stores st for key; a zero st forgets it.
+func (h *HealthController) setOwed(key string, st owedState) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if st == (owedState{}) {
+		delete(h.owed, key)
+		return
+	}
+	if h.owed == nil {
+		h.owed = map[string]owedState{}
+	}
+	h.owed[key] = st
+}

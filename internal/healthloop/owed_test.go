@@ -1,0 +1,194 @@
+package healthloop
+
+import (
+	"testing"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kumodo/convoy-observer/internal/inventory"
+)
+
+// TestOwedRecordRidesInTheEdgeWrite (issue #12): the record of an owed sync request
+// costs no write of its own. A pass with an edge writes the inventory once, the entries
+// apply, which carries the record, and sends one request; the paid record stays, and
+// neither this process nor the next one pays it again or writes for it.
+func TestOwedRecordRidesInTheEdgeWrite(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.edge("entries")
+	w := newFaultyWriter(nil)
+	f.h.Writer = w
+	f.unpaidPass()                                 // stop after the writes, to see the record
+	delete(w.writes, inventory.FieldManagerHealth) // the condition, on the Release
+	if got := w.writes; len(got) != 1 || got[inventory.FieldManagerInventory] != 1 {
+		t.Fatalf("inventory writes before the request = %v, want only the entries apply", got)
+	}
+	if f.getInventory().Annotations[inventory.AnnotationSyncOwed] == "" {
+		t.Fatal("the entries apply did not record the owed sync request")
+	}
+	f.pass()
+	f.pass()
+	f.h = f.newController()
+	f.h.Writer = w
+	f.pass()
+	if n := f.api.syncs.Load(); n != 1 {
+		t.Fatalf("sync requests = %d, want 1", n)
+	}
+	delete(w.writes, inventory.FieldManagerHealth)
+	if got := w.writes; len(got) != 1 || got[inventory.FieldManagerInventory] != 1 {
+		t.Fatalf("inventory writes = %v, want the one entries apply", got)
+	}
+}
+
+// TestOwedRecordReadsTheAPIServer: the baseline of a record is the Release's sync
+// annotation as the API server has it, not as a lagging cache shows it. A cache that has
+// not seen the last request yet would make that request look like the payment of the
+// new debt, and a process killed before paying would lose it.
+func TestOwedRecordReadsTheAPIServer(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.edge("entries")
+	f.h.Reader = staleReader{Reader: env.Client, stale: f.getRelease()} // before any request
+	f.h.LiveReader = env.Client
+	f.pass()
+	f.configMap("a", "false")
+	f.pass()
+	f.configMap("a", "true") // the wave completes again: a new debt
+	f.unpaidPass()
+	f.h = f.newController()
+	f.pass()
+	if n := f.api.syncs.Load(); n != 2 {
+		t.Fatalf("sync requests = %d, want 2 (the debt of the second wave was lost)", n)
+	}
+}
+
+// TestOlderRecordIsRemovedOnce: a record without a baseline (an older observer's) reads
+// as unpaid: it is paid once and removed; when the removal fails, the retry removes it
+// without sending the request again. The removal has no resourceVersion precondition, so
+// another writer of the inventory does not make it conflict.
+func TestOlderRecordIsRemovedOnce(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.edge("entries")
+	f.pass()
+	f.setOwedRecord(t0.Format(time.RFC3339))
+	f.h = f.newController()
+	f.h.Writer = newFaultyWriter(map[string]int{inventory.FieldManagerSyncOwed: 1}) // the removal
+	if _, err := f.h.syncHandler(f.ctx, f.key); err == nil {
+		t.Fatal("a failed removal of the record did not fail the pass")
+	}
+	if n := f.api.syncs.Load(); n != 2 {
+		t.Fatalf("sync requests = %d, want 2", n)
+	}
+	f.pass()
+	if n := f.api.syncs.Load(); n != 2 {
+		t.Fatalf("the paid request was sent again (%d)", n)
+	}
+	if _, ok := f.getInventory().Annotations[inventory.AnnotationSyncOwed]; ok {
+		t.Fatal("the record of the paid request stayed")
+	}
+}
+
+// edge creates a Release whose first pass persists an edge with the write "entries" (a
+// completed wave) or "hooks" (a finished hook).
+func (f *fixture) edge(write string) {
+	f.t.Helper()
+	if write == "entries" {
+		f.readyRelease(0, 0)
+		f.configMap("a", "true")
+		f.inventory(cm("a", 0, ""))
+		return
+	}
+	f.release(nil, 0)
+	f.job("migrate", complete("done")...)
+	f.hooks(hook{name: "pre", kind: "Job", workload: "migrate", createdAt: t0.Add(-time.Minute)})
+}
+
+// unpaidPass runs a pass whose sync request fails: the process dies before paying.
+func (f *fixture) unpaidPass() {
+	f.t.Helper()
+	f.api.fail.Store(true)
+	defer f.api.fail.Store(false)
+	if _, err := f.h.syncHandler(f.ctx, f.key); err == nil {
+		f.t.Fatal("a failed sync request did not fail the pass")
+	}
+}
+
+// setOwedRecord sets the inventory's record of an owed sync request as another writer.
+func (f *fixture) setOwedRecord(value string) {
+	f.t.Helper()
+	inv := f.getInventory()
+	patch := client.MergeFrom(inv.DeepCopy())
+	inv.Annotations = map[string]string{inventory.AnnotationSyncOwed: value}
+	must(f.t, env.Client.Patch(f.ctx, inv, patch))
+}
+
+// TestUnpaidRecordSurvivesLaterApplies (issue #12): the record is owned by the field
+// manager of the apply that carried it, and Server-Side Apply removes a field that its
+// only owner stops sending. So every later apply of that manager carries the record
+// while the debt is unpaid: an observer killed after such an apply still pays the debt.
+func TestUnpaidRecordSurvivesLaterApplies(t *testing.T) {
+	t.Parallel()
+	for _, write := range []string{"entries", "hooks"} {
+		t.Run(write, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			f.edge(write)
+			f.unpaidPass()
+			inv := f.getInventory()
+			record := inv.Annotations[inventory.AnnotationSyncOwed]
+			if record == "" {
+				t.Fatal("the owed sync request is not recorded")
+			}
+			// A change that the same field manager writes, without an edge.
+			if write == "entries" {
+				f.configMap("a", "false")
+			} else {
+				f.job("other")
+				f.hooks(hook{name: "pre", kind: "Job", workload: "migrate", createdAt: t0.Add(-time.Minute)},
+					hook{name: "post", kind: "Job", workload: "other", createdAt: t0})
+			}
+			f.clock.Step(time.Second)
+			f.unpaidPass() // the process dies before paying
+			after := f.getInventory()
+			if after.ResourceVersion == inv.ResourceVersion {
+				t.Fatalf("precondition: the second pass did not write the %s", write)
+			}
+			if got := after.Annotations[inventory.AnnotationSyncOwed]; got != record {
+				t.Fatalf("after a later %s apply the record is %q, want %q", write, got, record)
+			}
+			f.h = f.newController() // a new process: nothing in memory
+			f.pass()
+			f.h = f.newController()
+			f.pass()
+			if n := f.api.syncs.Load(); n != 1 {
+				t.Fatalf("sync requests after two restarts = %d, want 1", n)
+			}
+		})
+	}
+}
+
+// TestRemovalSparesANewerRecord: the removal of a paid record removes only the value
+// that was paid; a newer record (written meanwhile by another writer, such as a replica
+// that took over) stays.
+func TestRemovalSparesANewerRecord(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.edge("entries")
+	f.pass()
+	inv := f.getInventory()
+	f.setOwedRecord("newer")
+	if err := f.h.removeSyncOwed(f.ctx, inv, "older"); err != nil {
+		t.Fatalf("removing a record that is no longer there: %v", err)
+	}
+	if got := f.getInventory().Annotations[inventory.AnnotationSyncOwed]; got != "newer" {
+		t.Fatalf("record = %q after removing an older one, want the newer one kept", got)
+	}
+	if err := f.h.removeSyncOwed(f.ctx, inv, "newer"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := f.getInventory().Annotations[inventory.AnnotationSyncOwed]; ok {
+		t.Fatal("the record was not removed")
+	}
+}

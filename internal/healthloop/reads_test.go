@@ -1,0 +1,116 @@
+package healthloop
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
+	"github.com/kumodo/convoy-observer/health"
+	"github.com/kumodo/convoy-observer/internal/inventory"
+)
+
+// gateReader holds every read until the gate opens, and records the most reads it held
+// at once.
+type gateReader struct {
+	gate    chan struct{}
+	mu      sync.Mutex
+	in, max int
+}
+
+func (r *gateReader) Get(_ context.Context, _ schema.GroupVersionResource, ns, name string) (*unstructured.Unstructured, error) {
+	r.mu.Lock()
+	r.in++
+	r.max = max(r.max, r.in)
+	r.mu.Unlock()
+	<-r.gate
+	r.mu.Lock()
+	r.in--
+	r.mu.Unlock()
+	return &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": name, "namespace": ns}}}, nil
+}
+
+func (r *gateReader) held() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.in
+}
+
+// TestReadsRunConcurrentlyWithABound: the objects of one Release are read concurrently,
+// never more than ReadConcurrency at a time, and every entry gets a result. The reads
+// are held until as many as the bound are in flight, and a little longer, so an
+// unbounded pass would show more.
+func TestReadsRunConcurrentlyWithABound(t *testing.T) {
+	t.Parallel()
+	const limit, n = 4, 12
+	h := &HealthController{ReadConcurrency: limit, Log: testLogger()}
+	reader := &gateReader{gate: make(chan struct{})}
+	entries := make([]v1alpha1.InventoryEntry, n)
+	for i := range entries {
+		entries[i] = v1alpha1.InventoryEntry{Kind: "ConfigMap", Namespace: "d", Name: fmt.Sprintf("cm%02d", i), Version: "v1", Resource: "configmaps"}
+	}
+	ev, err := health.NewEvaluator(nil, nil)
+	must(t, err)
+	type outcome struct {
+		results []itemResult
+		err     error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		r, err := h.assessItemsWith(context.Background(), nil, ev, reader, entries, map[inventory.Key]prior{}, nil, t0)
+		done <- outcome{r, err}
+	}()
+	eventually(t, "reads in flight", func() bool { return reader.held() >= limit })
+	time.Sleep(200 * time.Millisecond) // room for reads beyond the bound to start
+	close(reader.gate)
+	out := <-done
+	must(t, out.err)
+	if reader.max != limit {
+		t.Fatalf("at most %d reads were in flight together, want exactly %d", reader.max, limit)
+	}
+	if len(out.results) != n {
+		t.Fatalf("results = %d", len(out.results))
+	}
+	for _, r := range out.results {
+		if r.state != v1alpha1.StateHealthy {
+			t.Fatalf("%s = %s", r.key, r.state)
+		}
+	}
+}
+
+// latencyReader answers every read after a fixed delay, like a remote API server.
+type latencyReader struct{ delay time.Duration }
+
+func (r latencyReader) Get(_ context.Context, _ schema.GroupVersionResource, ns, name string) (*unstructured.Unstructured, error) {
+	time.Sleep(r.delay)
+	return &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": name, "namespace": ns}}}, nil
+}
+
+// BenchmarkAssessItems measures one pass over 100 entries whose reads take 2ms each, at
+// several read concurrencies: compare the ratios with benchstat, not absolute times.
+func BenchmarkAssessItems(b *testing.B) {
+	entries := make([]v1alpha1.InventoryEntry, 100)
+	for i := range entries {
+		entries[i] = v1alpha1.InventoryEntry{Kind: "ConfigMap", Namespace: "d", Name: fmt.Sprintf("cm%03d", i), Version: "v1", Resource: "configmaps"}
+	}
+	ev, err := health.NewEvaluator(nil, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []int{1, 4, DefaultReadConcurrency} {
+		b.Run(fmt.Sprintf("concurrency=%d", c), func(b *testing.B) {
+			h := &HealthController{ReadConcurrency: c, Log: testLogger()}
+			for b.Loop() {
+				if _, err := h.assessItemsWith(context.Background(), nil, ev, latencyReader{2 * time.Millisecond}, entries, map[inventory.Key]prior{}, nil, t0); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,116 @@
+package healthloop
+
+import (
+	"time"
+
+	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
+	"github.com/kumodo/convoy-observer/internal/controller/base"
+)
+
+// Pending targets of the re-check backoff (docs/design.md, "Re-check backoff").
+const (
+	targetRenderPending = "render-pending"
+	// targetAssessment is pending while assess fails (a compile error, a missing or
+	// unreachable cluster), so the loop recovers by itself once the cause goes away.
+	targetAssessment = "assessment"
+)
+
+func targetObject(key string) string { return "object:" + key }
+func targetHook(name string) string  { return "hook:" + name }
+
+// Re-check backoff: 2s, 4s, 8s, 16s, then 32s for every later attempt,
+// capped at syncPolicy.interval when set, then stretched by a jitter factor in [1.0, 1.2).
+const (
+	recheckBase      = 2 * time.Second
+	recheckMax       = 32 * time.Second
+	recheckJitter    = 0.2
+	recheckDoublings = 4 // 2s << 4 = 32s
+)
+
+// progressBackoff converts an attempt count (1 for the first pass that finds a target
+// pending) into a delay: 2s << (count-1), at most 32s, at most interval when interval
+// > 0. It saturates: no count overflows.
+func progressBackoff(count int, interval time.Duration) time.Duration {
+	if count < 1 {
+		count = 1
+	}
+	d := recheckMax
+	if count-1 < recheckDoublings {
+		d = recheckBase << (count - 1)
+	}
+	if interval > 0 && d > interval {
+		d = interval
+	}
+	return d
+}
+
+// pendingTargets lists the targets that keep the Release's re-check going: each entry
+// that is not Healthy, and render-pending while the condition (hs, as written this pass)
+// is Pending.
+func (a *assessment) pendingTargets(hs healthStatus) []string {
+	var out []string
+	for i := range a.entries {
+		if a.entries[i].state != v1alpha1.StateHealthy {
+			out = append(out, targetObject(a.entries[i].key.String()))
+		}
+	}
+	if hs.reason == v1alpha1.ReasonPending {
+		out = append(out, targetRenderPending)
+	}
+	return out
+}
+
+// scheduleHealthRecheck chooses the delay of key's next pass (docs/design.md, "Re-check backoff").
+// Each pending target's attempt count goes up by one and the counts of targets that are
+// no longer pending are cleared; the shortest delay wins, so a new pending target brings
+// the delay back to 2s. With no pending target the counts clear and the key comes back
+// after syncPolicy.interval, or only on events when there is none.
+func (h *HealthController) scheduleHealthRecheck(key string, rel *v1alpha1.Release, pending []string) base.Result {
+	interval, _ := rel.GetInterval()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(pending) == 0 {
+		delete(h.attempts, key)
+		return base.Result{RequeueAfter: interval}
+	}
+	if h.attempts == nil {
+		h.attempts = map[string]map[string]int{}
+	}
+	prev := h.attempts[key]
+	counts := make(map[string]int, len(pending))
+	var delay time.Duration
+	for _, t := range pending {
+		if _, seen := counts[t]; seen {
+			continue
+		}
+		counts[t] = prev[t] + 1
+		if d := progressBackoff(counts[t], interval); delay == 0 || d < delay {
+			delay = d
+		}
+	}
+	h.attempts[key] = counts
+	return base.Result{RequeueAfter: h.jitter(delay)}
+}
+
+// jitter stretches d by a random factor in [1.0, 1.2).
+func (h *HealthController) jitter(d time.Duration) time.Duration {
+	r := 0.0
+	if h.Rand != nil {
+		r = h.Rand()
+	}
+	if r < 0 || r >= 1 {
+		r = 0
+	}
+	return d + time.Duration(float64(d)*recheckJitter*r)
+}
+
+// attemptCounts returns a copy of key's attempt counts, for tests and logs.
+func (h *HealthController) attemptCounts(key string) map[string]int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make(map[string]int, len(h.attempts[key]))
+	for k, v := range h.attempts[key] {
+		out[k] = v
+	}
+	return out
+}

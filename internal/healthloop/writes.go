@@ -1,0 +1,278 @@
+package healthloop
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
+	acv1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1/applyconfiguration/api/v1alpha1"
+	"github.com/kumodo/convoy-observer/internal/controller/base"
+	"github.com/kumodo/convoy-observer/internal/inventory"
+)
+
+// writeInventoryHealth applies each recorded entry's keys, state, message,
+// firstUnhealthy and assessedRenderRef under the field manager convoy-health-inventory
+// (docs/design.md, "The write protocol"). It sends only entries that the controller-manager records, so an
+// entry that it dropped is released and vanishes. An empty set writes nothing, unless
+// the observer still owns a dropped entry: then it applies the empty list to let go.
+// It skips the write when the observer already owns exactly these values. rv is the
+// resourceVersion precondition (the one the pass read, or the one its hooks write
+// produced); it returns the resourceVersion after the write. record, when not "", is the
+// record of an owed sync request that the apply carries (owed.go).
+func (h *HealthController) writeInventoryHealth(ctx context.Context, a *assessment, rv, record string) (string, error) {
+	if a.inv == nil || (len(a.entries) == 0 && !a.stale) {
+		return rv, nil
+	}
+	own := a.own
+	if own == nil {
+		var err error
+		if own, err = inventory.ReadOwnership(a.inv); err != nil {
+			return rv, fmt.Errorf("reading the ReleaseInventory's field owners: %w", err)
+		}
+	}
+	unchanged := !a.stale
+	list := make([]*acv1alpha1.InventoryEntryApplyConfiguration, 0, len(a.entries))
+	for i := range a.entries {
+		r := &a.entries[i]
+		// The four keys (group and namespace too when "") and the observer's fields only; a
+		// field left out is one the observer lets go of.
+		e := acv1alpha1.InventoryEntry().WithGroup(r.key.Group).WithKind(r.key.Kind).
+			WithNamespace(r.key.Namespace).WithName(r.key.Name).WithState(r.state)
+		if r.message != "" {
+			e.WithMessage(r.message)
+		}
+		var anchor *metav1.Time
+		if r.anchor != nil {
+			t := metav1.NewTime(r.anchor.UTC().Truncate(time.Second))
+			anchor = &t
+			e.WithFirstUnhealthy(t)
+		}
+		if r.entry.RenderRef != "" {
+			e.WithAssessedRenderRef(r.entry.RenderRef)
+		}
+		list = append(list, e)
+		if !own.EntryOwnedBy(inventory.FieldManagerInventory, r.key) ||
+			r.entry.State != r.state || r.entry.Message != r.message ||
+			r.entry.AssessedRenderRef != r.entry.RenderRef ||
+			!equalTime(r.entry.FirstUnhealthy, anchor) {
+			unchanged = false
+		}
+	}
+	// The cache may not show this process's last entries apply yet: skip only when that
+	// apply sent the same list. Else the apply goes out with the cache's resourceVersion,
+	// which fails as a conflict when the cache lags, and the retry reads a fresher one.
+	key := base.KeyOf(a.inv)
+	sum := entriesSum(list)
+	if last, ok := recall(h, &h.entriesWritten, key); unchanged && (!ok || last == sum) {
+		return rv, nil
+	}
+	ac := inventoryApply(a.inv, rv, record).WithEntries(list...)
+	if err := h.Writer.Apply(ctx, ac, client.FieldOwner(inventory.FieldManagerInventory), client.ForceOwnership); err != nil {
+		return rv, fmt.Errorf("applying the health of %d inventory entries: %w", len(list), err)
+	}
+	remember(h, &h.entriesWritten, key, sum)
+	return ptr.Deref(ac.ResourceVersion, rv), nil
+}
+
+// entriesSum is a digest of the entries list of an apply.
+func entriesSum(list []*acv1alpha1.InventoryEntryApplyConfiguration) uint64 {
+	b, _ := json.Marshal(list)
+	d := fnv.New64a()
+	_, _ = d.Write(b)
+	return d.Sum64()
+}
+
+// recall returns the value that remember stored for key in m, under h.mu.
+func recall[V any](h *HealthController, m *map[string]V, key string) (V, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	v, ok := (*m)[key]
+	return v, ok
+}
+
+// remember stores v for key in *m (made on first use), under h.mu.
+func remember[V any](h *HealthController, m *map[string]V, key string, v V) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if *m == nil {
+		*m = map[string]V{}
+	}
+	(*m)[key] = v
+}
+
+// inventoryApply starts an apply to inv with two preconditions. The uid: an apply
+// never re-creates an inventory that the controller-manager deleted meanwhile. The
+// resourceVersion rv: an apply built from a cache that lags behind the controller-manager
+// never brings back an entry or hook it has just dropped. Either fails with a conflict,
+// which the queue retries quietly once the cache has caught up. record, when not "", is
+// the record of an owed sync request that the apply carries (owed.go).
+func inventoryApply(inv *v1alpha1.ReleaseInventory, rv, record string) *acv1alpha1.ReleaseInventoryApplyConfiguration {
+	ac := acv1alpha1.ReleaseInventory(inv.Name, inv.Namespace).WithUID(inv.UID)
+	if rv != "" {
+		ac.WithResourceVersion(rv)
+	}
+	if record != "" {
+		ac.WithAnnotations(map[string]string{inventory.AnnotationSyncOwed: record})
+	}
+	return ac
+}
+
+func equalTime(a, b *metav1.Time) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return a.Unix() == b.Unix()
+}
+
+// healthStatus is what writeHealth writes: the Healthy condition and healthSummary.
+type healthStatus struct {
+	status  metav1.ConditionStatus
+	reason  string
+	message string
+	// summary is written as it is; nil writes none.
+	summary *v1alpha1.HealthSummary
+	// cause is the error of a failed assessment (for its Event); nil otherwise.
+	cause error
+}
+
+// notConfigured is the status of a Release without spec.healthAssessment.
+func notConfigured(*v1alpha1.Release) healthStatus {
+	return healthStatus{status: metav1.ConditionTrue, reason: v1alpha1.ReasonNotConfigured,
+		message: "spec.healthAssessment is not set", summary: &v1alpha1.HealthSummary{}}
+}
+
+// assessFailed is the status when assess returned err: Unknown, with the previous
+// healthSummary kept.
+func assessFailed(rel *v1alpha1.Release, err error) healthStatus {
+	return healthStatus{status: metav1.ConditionUnknown, reason: v1alpha1.ReasonUnknown,
+		message: assessFailedPrefix + err.Error(), summary: rel.Status.HealthSummary.DeepCopy(), cause: err}
+}
+
+// healthStatus derives the Healthy condition from the entries (docs/design.md, "Healthy
+// condition"), in the table's order.
+func (a *assessment) healthStatus(rel *v1alpha1.Release) healthStatus {
+	entries := make([]v1alpha1.InventoryEntry, len(a.entries))
+	for i := range a.entries {
+		entries[i] = a.entries[i].entry
+		entries[i].State = a.entries[i].state
+	}
+	sum := inventory.Summarize(entries)
+	hs := healthStatus{summary: &sum}
+	count := fmt.Sprintf("%d/%d healthy", sum.Healthy, sum.Total)
+	first := func(state v1alpha1.HealthState) string {
+		for i := range a.entries {
+			if a.entries[i].state == state {
+				k := a.entries[i].key
+				obj := k.Kind + " " + k.Name
+				if k.Namespace != "" {
+					obj = k.Kind + " " + k.Namespace + "/" + k.Name
+				}
+				msg := fmt.Sprintf("%s; %s", count, obj)
+				if a.entries[i].message != "" {
+					msg += ": " + a.entries[i].message
+				}
+				return msg
+			}
+		}
+		return count
+	}
+	last := rel.GetLastAttemptedRenderRef()
+	switch {
+	case !inventory.RenderCurrent(last, entries):
+		behind := 0
+		for i := range entries {
+			if entries[i].RenderRef != last {
+				behind++
+			}
+		}
+		hs.status, hs.reason = metav1.ConditionUnknown, v1alpha1.ReasonPending
+		hs.message = fmt.Sprintf("%s; waiting for render %q: %d of %d entries are from another render", count, last, behind, len(entries))
+	case sum.Degraded > 0:
+		hs.status, hs.reason, hs.message = metav1.ConditionFalse, v1alpha1.ReasonDegraded, first(v1alpha1.StateDegraded)
+	case sum.Unknown > 0:
+		hs.status, hs.reason, hs.message = metav1.ConditionUnknown, v1alpha1.ReasonUnknown, first(v1alpha1.StateUnknown)
+	case sum.Progressing > 0:
+		hs.status, hs.reason, hs.message = metav1.ConditionFalse, v1alpha1.ReasonProgressing, first(v1alpha1.StateProgressing)
+	default:
+		hs.status, hs.reason, hs.message = metav1.ConditionTrue, v1alpha1.ReasonHealthy, count
+	}
+	return hs
+}
+
+// writeHealth applies the Healthy condition and healthSummary to rel's status under the
+// field manager convoy-health, with force: the observer is their only owner, and an earlier
+// Update under the same name would otherwise conflict. It skips the write when nothing changed; lastTransitionTime moves only when the
+// status does.
+func (h *HealthController) writeHealth(ctx context.Context, rel *v1alpha1.Release, hs healthStatus) error {
+	recordSummary(rel.Namespace, rel.Name, hs.summary)
+	key := base.KeyOf(rel)
+	same := func(c *metav1.Condition, summary *v1alpha1.HealthSummary) bool {
+		return c != nil && c.Status == hs.status && c.Reason == hs.reason && c.Message == truncateCondition(hs.message) &&
+			c.ObservedGeneration == rel.Generation && equality.Semantic.DeepEqual(summary, hs.summary)
+	}
+	// The cache may not show this process's last write yet (a pass right after another
+	// one): skip only when neither the cache nor that write differs, and take the
+	// transition time from the newer of the two.
+	prev := meta.FindStatusCondition(rel.Status.Conditions, v1alpha1.ConditionHealthy)
+	last, wrote := recall(h, &h.written, key)
+	if same(prev, rel.Status.HealthSummary) && (!wrote || same(&last.cond, last.summary)) {
+		return nil
+	}
+	if wrote {
+		prev = &last.cond
+	}
+	transition := metav1.NewTime(h.Clock.Now().UTC().Truncate(time.Second))
+	if prev != nil && prev.Status == hs.status {
+		transition = prev.LastTransitionTime
+	}
+	cond := metav1ac.Condition().WithType(v1alpha1.ConditionHealthy).WithStatus(hs.status).
+		WithReason(hs.reason).WithMessage(truncateCondition(hs.message)).
+		WithObservedGeneration(rel.Generation).WithLastTransitionTime(transition)
+	status := acv1alpha1.ReleaseStatus().WithConditions(cond)
+	if s := hs.summary; s != nil {
+		status.WithHealthSummary(acv1alpha1.HealthSummary().WithTotal(s.Total).WithHealthy(s.Healthy).
+			WithProgressing(s.Progressing).WithDegraded(s.Degraded).WithUnknown(s.Unknown))
+	}
+	ac := acv1alpha1.Release(rel.Name, rel.Namespace).WithStatus(status)
+	if err := h.Writer.Status().Apply(ctx, ac, client.FieldOwner(inventory.FieldManagerHealth), client.ForceOwnership); err != nil {
+		return fmt.Errorf("applying the Healthy condition (%s/%s): %w", hs.status, hs.reason, err)
+	}
+	remember(h, &h.written, key, writtenHealth{cond: metav1.Condition{Type: v1alpha1.ConditionHealthy, Status: hs.status,
+		Reason: hs.reason, Message: truncateCondition(hs.message), ObservedGeneration: rel.Generation,
+		LastTransitionTime: transition}, summary: hs.summary.DeepCopy()})
+	h.logFrom(ctx).Info("health written", "status", hs.status, "reason", hs.reason, "message", hs.message)
+	return nil
+}
+
+// writtenHealth is the Healthy condition and healthSummary that this process last
+// applied to a Release.
+type writtenHealth struct {
+	cond    metav1.Condition
+	summary *v1alpha1.HealthSummary
+}
+
+// truncateCondition keeps a condition message on one line and under metav1.Condition's
+// 32768-byte limit.
+func truncateCondition(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	const limit = 32768 - 3
+	if len(s) <= limit {
+		return s
+	}
+	cut := limit
+	for cut > 0 && (s[cut]&0xC0) == 0x80 { // do not split a UTF-8 sequence
+		cut--
+	}
+	return s[:cut] + "…"
+}

@@ -1,0 +1,73 @@
+package apiserver
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+
+	"github.com/kumodo/convoy-observer/internal/syncapi"
+)
+
+// GroupVersion is the group-version that convoy-api serves.
+var GroupVersion = schema.GroupVersion{Group: syncapi.Group, Version: syncapi.Version}
+
+// Scheme knows the kinds of GroupVersion and the meta types every API server needs;
+// Codecs serializes them.
+var (
+	Scheme = runtime.NewScheme()
+	Codecs = serializer.NewCodecFactory(Scheme)
+)
+
+func init() {
+	metav1.AddToGroupVersion(Scheme, schema.GroupVersion{Version: "v1"})
+	Scheme.AddUnversionedTypes(schema.GroupVersion{Version: "v1"},
+		&metav1.Status{}, &metav1.APIVersions{}, &metav1.APIGroupList{}, &metav1.APIGroup{}, &metav1.APIResourceList{})
+	Scheme.AddKnownTypes(GroupVersion, &Release{}, &SyncResponse{}, &HealthResponse{})
+	metav1.AddToGroupVersion(Scheme, GroupVersion)
+}
+
+// modelPrefix starts the OpenAPI model names of the group's kinds.
+const modelPrefix = "com.kumodo.convoy.syncapi.v1alpha1."
+
+// Release is the kind of the resource releases of syncapi.convoy.kumodo.io in
+// discovery: the parent of the subresources sync and health, named like the Release of
+// convoy.kumodo.io whose subresources they are. The resource itself has no verbs; no
+// object of this kind is ever served.
+type Release struct {
+	metav1.TypeMeta `json:",inline"`
+}
+
+// SyncResponse is the kind of the sync subresource in discovery and OpenAPI; its body is
+// syncapi.SyncResponse.
+type SyncResponse struct {
+	metav1.TypeMeta `json:",inline"`
+}
+
+// HealthResponse is the kind of the health subresource in discovery and OpenAPI; its body
+// is syncapi.HealthResponse (the HealthResult).
+type HealthResponse struct {
+	metav1.TypeMeta `json:",inline"`
+}
+
+// DeepCopyObject copies the object (it holds only its TypeMeta).
+func (in *Release) DeepCopyObject() runtime.Object { out := *in; return &out }
+
+// DeepCopyObject copies the object (it holds only its TypeMeta).
+func (in *SyncResponse) DeepCopyObject() runtime.Object { out := *in; return &out }
+
+// DeepCopyObject copies the object (it holds only its TypeMeta).
+func (in *HealthResponse) DeepCopyObject() runtime.Object { out := *in; return &out }
+
+// OpenAPIModelName names the kind in OpenAPI.
+func (Release) OpenAPIModelName() string { return modelPrefix + "Release" }
+
+// OpenAPIModelName is the model of syncapi.SyncResponse, so that its definition
+// carries this kind.
+func (SyncResponse) OpenAPIModelName() string { return syncapi.SyncResponse{}.OpenAPIModelName() }
+
+// OpenAPIModelName is the model of syncapi.HealthResponse, so that its definition
+// carries this kind.
+func (HealthResponse) OpenAPIModelName() string {
+	return syncapi.HealthResponse{}.OpenAPIModelName()
+}

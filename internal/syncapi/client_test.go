@@ -1,0 +1,116 @@
+package syncapi_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/funcr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+
+	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
+	"github.com/kumodo/convoy-observer/internal/syncapi"
+)
+
+func TestClientAgainstHandler(t *testing.T) {
+	t.Parallel()
+	createRelease(t, "client-demo", "r1", nil)
+	now := time.Date(2026, 5, 6, 7, 8, 9, 10, time.UTC)
+	srv, _ := newServer(t, func() time.Time { return now })
+	c := &syncapi.Client{BaseURL: srv.URL + "/"} // a trailing slash is fine
+	ctx := context.Background()
+
+	if err := c.RequestSync(ctx, "default", "client-demo"); err != nil {
+		t.Fatalf("RequestSync: %v", err)
+	}
+	if got := getRelease(t, "client-demo").Annotations[v1alpha1.SyncRequestedAtAnnotation]; got != "2026-05-06T07:08:09.000000010Z" {
+		t.Errorf("annotation = %q", got)
+	}
+
+	h, err := c.Health(ctx, "default", "client-demo")
+	if err != nil {
+		t.Fatalf("Health: %v", err)
+	}
+	if h.Release != "default/client-demo" || !h.RenderCurrent || len(h.Entries) != 0 || h.Summary.Total != 0 {
+		t.Errorf("Health = %+v", h)
+	}
+
+	err = c.RequestSync(ctx, "default", "client-missing")
+	var se *apierrors.StatusError
+	if !errors.As(err, &se) || !apierrors.IsNotFound(err) {
+		t.Fatalf("RequestSync of a missing release = %#v, want a NotFound StatusError", err)
+	}
+	if d := se.ErrStatus.Details; d == nil || d.Name != "client-missing" || d.Group != v1alpha1.GroupVersion.Group || d.Kind != "releases" {
+		t.Errorf("details = %+v, want the Release client-missing", d)
+	}
+	mustContain(t, "error", err.Error(), "release default/client-missing not found")
+	if _, err := c.Health(ctx, "default", "client-missing"); !apierrors.IsNotFound(err) {
+		t.Errorf("Health of a missing release = %v, want NotFound", err)
+	}
+}
+
+func TestClientErrors(t *testing.T) {
+	t.Parallel()
+	var gotPath, gotAuth string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		gotPath, gotAuth = r.URL.EscapedPath(), r.Header.Get("Authorization")
+		http.Error(w, "upstream exploded", http.StatusInternalServerError)
+	}))
+	defer srv.Close()
+	c := &syncapi.Client{Config: &rest.Config{BearerToken: "t0ken"}, BaseURL: srv.URL, HTTP: srv.Client()}
+
+	err := c.RequestSync(context.Background(), "my-ns", "a.b")
+	if !apierrors.IsInternalError(err) {
+		t.Fatalf("RequestSync against a 500 = %v, want an InternalError StatusError", err)
+	}
+	mustContain(t, "error", err.Error(), "upstream exploded")
+	if want := syncapi.PathPrefix + "/namespaces/my-ns/releases/a.b/sync"; gotPath != want {
+		t.Errorf("path = %q, want %q", gotPath, want)
+	}
+	if _, err := c.Health(context.Background(), "default", "x"); !apierrors.IsInternalError(err) {
+		t.Errorf("Health against a 500 = %v", err)
+	}
+	// A direct URL carries the caller's credentials like any other call.
+	direct := &syncapi.Client{Config: syncapi.DirectConfig(&rest.Config{Host: "https://kube.example", BearerToken: "t0ken",
+		TLSClientConfig: rest.TLSClientConfig{CAData: []byte("cluster CA")}}, srv.URL, "")}
+	_ = direct.RequestSync(context.Background(), "default", "x")
+	if gotAuth != "Bearer t0ken" {
+		t.Errorf("Authorization of a direct request = %q, want the bearer token", gotAuth)
+	}
+	if err := c.RequestSync(context.Background(), "default", "a/b"); err == nil || !strings.Contains(err.Error(), "a/b") {
+		t.Errorf("RequestSync of an invalid name = %v, want an error naming it", err)
+	}
+
+	srv.Close()
+	if err := c.RequestSync(context.Background(), "default", "x"); err == nil || apierrors.ReasonForError(err) != metav1.StatusReasonUnknown {
+		t.Errorf("RequestSync against a closed server = %v, want a transport error", err)
+	}
+	if err := (&syncapi.Client{}).RequestSync(context.Background(), "default", "x"); err == nil {
+		t.Error("a Client without an address sent a request")
+	}
+}
+
+func TestRequestLog(t *testing.T) {
+	t.Parallel()
+	lines := make(chan string, 4)
+	h := syncapi.NewHandler(env.Client)
+	h.Log = funcr.New(func(_, args string) { lines <- args }, funcr.Options{})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+
+	do(t, http.MethodGet, srv.URL+syncapi.HealthPath("default", "log-missing"))
+	select {
+	case line := <-lines:
+		for _, want := range []string{`"method"="GET"`, `"path"="` + syncapi.HealthPath("default", "log-missing") + `"`, `"status"=404`, `"release"="default/log-missing"`} {
+			mustContain(t, "log line", line, want)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no request logged")
+	}
+}

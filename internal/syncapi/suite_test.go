@@ -1,0 +1,169 @@
+package syncapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
+	"github.com/kumodo/convoy-observer/internal/syncapi"
+	"github.com/kumodo/convoy-observer/internal/testenv"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if f := flag.Lookup("test.fuzz"); f != nil && f.Value.String() != "" {
+		// go test -run '^$' -fuzz FuzzParseReleasePath (make fuzz): the fuzz target needs
+		// no API server, and each fuzz worker process would start one.
+		os.Exit(m.Run())
+	}
+	env = testenv.MustStart()
+	code := m.Run()
+	env.Stop()
+	os.Exit(code)
+}
+
+// Field managers of the writers of a ReleaseInventory in these tests.
+const (
+	cmManager   = "convoy-controller-manager"
+	invManager  = "convoy-health-inventory"
+	hookManager = "convoy-hook-status"
+)
+
+// newServer serves a Handler over env.Client whose clock is now.
+func newServer(t *testing.T, now func() time.Time) (*httptest.Server, *syncapi.Handler) {
+	t.Helper()
+	h := syncapi.NewHandler(env.Client)
+	h.Log = logr.Discard()
+	if now != nil {
+		h.Now = now
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv, h
+}
+
+// do sends a body-less request and returns the status, headers and body.
+func do(t *testing.T, method, url string) (int, http.Header, []byte) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(context.Background(), method, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, resp.Header, body
+}
+
+// createRelease creates the Release default/name and sets its lastAttempted renderRef
+// when renderRef is not empty.
+func createRelease(t *testing.T, name, renderRef string, annotations map[string]string) *v1alpha1.Release {
+	t.Helper()
+	ctx := context.Background()
+	rel := &v1alpha1.Release{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, Annotations: annotations},
+		Spec: v1alpha1.ReleaseSpec{
+			ClusterRef:       v1alpha1.ClusterReference{Name: "target"},
+			HealthAssessment: &v1alpha1.HealthAssessment{Deadline: &metav1.Duration{Duration: 5 * time.Minute}},
+		},
+	}
+	if err := env.Client.Create(ctx, rel); err != nil {
+		t.Fatalf("create release %s: %v", name, err)
+	}
+	if renderRef != "" {
+		rel.Status.LastAttempted = &v1alpha1.AttemptStatus{RenderRef: renderRef}
+		if err := env.Client.Status().Update(ctx, rel); err != nil {
+			t.Fatalf("set lastAttempted of %s: %v", name, err)
+		}
+	}
+	return rel
+}
+
+func getRelease(t *testing.T, name string) *v1alpha1.Release {
+	t.Helper()
+	rel := &v1alpha1.Release{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: "default", Name: name}, rel); err != nil {
+		t.Fatalf("get release %s: %v", name, err)
+	}
+	return rel
+}
+
+// mustApply server-side applies the ReleaseInventory default/name with the given
+// top-level lists as manager, forcing ownership.
+func mustApply(t *testing.T, manager, name string, lists map[string]any) {
+	t.Helper()
+	obj := map[string]any{
+		"apiVersion": "convoy.kumodo.io/v1alpha1",
+		"kind":       "ReleaseInventory",
+		"metadata":   map[string]any{"name": name, "namespace": "default"},
+	}
+	for k, v := range lists {
+		obj[k] = v
+	}
+	u := &unstructured.Unstructured{Object: obj}
+	err := env.Client.Apply(context.Background(), client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(manager), client.ForceOwnership)
+	if err != nil {
+		t.Fatalf("apply inventory %s as %s: %v", name, manager, err)
+	}
+}
+
+// entry is an inventory entry with its four keys and the given fields.
+func entry(group, kind, ns, name string, fields map[string]any) map[string]any {
+	e := map[string]any{"group": group, "kind": kind, "namespace": ns, "name": name}
+	for k, v := range fields {
+		e[k] = v
+	}
+	return e
+}
+
+// decodeStatus decodes a metav1.Status error body.
+func decodeStatus(t *testing.T, body []byte) metav1.Status {
+	t.Helper()
+	var st metav1.Status
+	if err := json.Unmarshal(body, &st); err != nil || st.Kind != "Status" {
+		t.Fatalf("body is not a Status (%v): %s", err, body)
+	}
+	return st
+}
+
+func mustContain(t *testing.T, what, got, want string) {
+	t.Helper()
+	if !strings.Contains(got, want) {
+		t.Errorf("%s = %q, want it to contain %q", what, got, want)
+	}
+}
+
+// getInventoryJSON returns the ReleaseInventory default/name as JSON.
+func getInventoryJSON(t *testing.T, name string) string {
+	t.Helper()
+	inv := &v1alpha1.ReleaseInventory{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: "default", Name: name}, inv); err != nil {
+		t.Fatalf("get inventory %s: %v", name, err)
+	}
+	b, err := json.Marshal(inv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
