@@ -156,6 +156,10 @@ var resources = map[string]string{
 	// Numaflow, Numaplane
 	"Pipeline": "pipelines", "Vertex": "vertices", "MonoVertex": "monovertices",
 	"PipelineRollout": "pipelinerollouts",
+	// Strimzi
+	"Kafka": "kafkas", "KafkaBridge": "kafkabridges", "KafkaConnect": "kafkaconnects", "KafkaConnector": "kafkaconnectors",
+	"KafkaTopic": "kafkatopics", "KafkaUser": "kafkausers", "KafkaMirrorMaker2": "kafkamirrormaker2s", "KafkaMirrorMaker": "kafkamirrormakers",
+	"KafkaNodePool": "kafkanodepools", "KafkaRebalance": "kafkarebalances",
 	// rabbitmq
 	"RabbitmqCluster": "rabbitmqclusters", "Queue": "queues", "Exchange": "exchanges", "Vhost": "vhosts",
 	// OpenKruise
