@@ -158,7 +158,6 @@ var thirdPartyGroups = []string{
 // unvendoredGroups are the third-party groups whose CRDs testdata/crds lacks (see its
 // README): with the CRDs given, their rules may still go unchecked (a note), nothing else.
 var unvendoredGroups = []string{
-	"cluster.x-k8s.io", "addons.cluster.x-k8s.io", "controlplane.cluster.x-k8s.io",
 	"work.karmada.io",
 	"lifecycle.keptn.sh", "metrics.keptn.sh",
 	"k8s.mariadb.com", "mariadb.mmontes.io",
