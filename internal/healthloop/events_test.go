@@ -311,7 +311,7 @@ func TestClusterEventsAreBounded(t *testing.T) {
 // every constant Event… of events.go, read from the source, so a new reason fails it.
 func TestEventReasonsDocumented(t *testing.T) {
 	t.Parallel()
-	doc, err := os.ReadFile("../../../docs/operations.md")
+	doc, err := os.ReadFile("../../docs/operations.md")
 	must(t, err)
 	f, err := parser.ParseFile(token.NewFileSet(), "events.go", nil, 0)
 	must(t, err)

@@ -3,6 +3,9 @@ package healthloop
 import (
 	"strings"
 	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
 	"github.com/kumodo/convoy-observer/internal/inventory"
@@ -107,5 +110,56 @@ func TestClusterScopedAndNamespacedEntries(t *testing.T) {
 				t.Errorf("ConfigMap entry = %+v", e)
 			}
 		}
+	}
+}
+
+// TestFieldManagerNames: the observer's writes carry exactly the field managers that the
+// spec names (spec "Writes", "Hook polling"); the names are spelled out here, not taken
+// from the constants, so a renamed constant fails.
+func TestFieldManagerNames(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.readyRelease(0, 0)
+	f.configMap("a", "true")
+	f.inventory(cm("a", 0, ""))
+	f.job("migrate", complete("")...)
+	f.hooks(hook{name: "pre", kind: "Job", workload: "migrate", createdAt: t0})
+	f.pass()
+	owners := func(mfs []metav1.ManagedFieldsEntry) map[string]string {
+		m := map[string]string{}
+		for _, mf := range mfs {
+			if mf.FieldsV1 != nil {
+				m[mf.Manager+"/"+mf.Subresource] += string(mf.FieldsV1.Raw)
+			}
+		}
+		return m
+	}
+	rel := owners(f.getRelease().ManagedFields)
+	if s := rel["convoy-health/status"]; !strings.Contains(s, `k:{\"type\":\"Healthy\"}`) || !strings.Contains(s, "f:healthSummary") {
+		t.Fatalf("convoy-health does not own the Healthy condition and healthSummary: %v", rel)
+	}
+	inv := owners(f.getInventory().ManagedFields)
+	if s := inv["convoy-health-inventory/"]; !strings.Contains(s, "f:entries") || !strings.Contains(s, "f:state") {
+		t.Fatalf("convoy-health-inventory does not own the entries' state: %v", inv)
+	}
+	if s := inv["convoy-hook-status/"]; !strings.Contains(s, "f:hooks") || !strings.Contains(s, "f:finishedAt") {
+		t.Fatalf("convoy-hook-status does not own the hooks' state: %v", inv)
+	}
+}
+
+// TestDroppedHookVanishes: a hook that the controller-manager no longer records vanishes
+// after the next pass, although nothing else about the hooks changed.
+func TestDroppedHookVanishes(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.release(nil, 0)
+	f.hooks(hook{name: "a", kind: "Job", workload: "none-a", createdAt: t0.Add(-time.Minute)},
+		hook{name: "b", kind: "Job", workload: "none-b", createdAt: t0.Add(-time.Minute)})
+	f.pass()
+	f.expectHook("b", v1alpha1.HookFailed, "workload not found")
+	f.hooks(hook{name: "a", kind: "Job", workload: "none-a", createdAt: t0.Add(-time.Minute)})
+	f.pass()
+	if hs := f.getInventory().Hooks; len(hs) != 1 || hs[0].Name != "a" {
+		t.Fatalf("hooks = %+v, want only a", hs)
 	}
 }

@@ -3,10 +3,12 @@ package healthloop
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -112,5 +114,42 @@ func BenchmarkAssessItems(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestEmptyInventoryNeedsNoCluster: a Release whose inventory has no entries is Healthy
+// with 0/0 healthy even when its Cluster is gone: there is nothing to read
+// (docs/operations.md, "The Healthy condition").
+func TestEmptyInventoryNeedsNoCluster(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.readyRelease(0, 0)
+	f.inventory()
+	must(t, env.Client.Delete(f.ctx, &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "target", Namespace: f.ns}}))
+	f.pass()
+	if c := f.expectCondition(metav1.ConditionTrue, v1alpha1.ReasonHealthy); c.Message != "0/0 healthy" {
+		t.Fatalf("message = %q", c.Message)
+	}
+}
+
+// TestReferencesThatLeaveTheirPath: an entry whose resource climbs out of its URL
+// ("configmaps/../../../namespaces" with the name of a Namespace: the cleaned URL names
+// that Namespace) and a hook whose workload name does the same are never read: the entry
+// is Unknown and the hook Failed, each saying which field is invalid.
+func TestReferencesThatLeaveTheirPath(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.readyRelease(0, 0)
+	escape := cm(f.ns, 0, "")
+	escape.resource = "configmaps/../../../namespaces"
+	f.inventory(escape)
+	f.hooks(hook{name: "h", kind: "Job", workload: "x/../y", createdAt: t0.Add(-time.Minute)})
+	f.pass()
+	e := f.entry(f.ns)
+	if e.State != v1alpha1.StateUnknown || !strings.Contains(e.Message, `invalid object reference: resource "configmaps/../../../namespaces"`) {
+		t.Fatalf("entry: state %s, message %q; want Unknown naming the invalid resource", e.State, e.Message)
+	}
+	if h := f.hookEntry("h"); h.State != v1alpha1.HookFailed || !strings.Contains(h.Message, `invalid object reference: name "x/../y"`) {
+		t.Fatalf("hook: state %s, message %q; want Failed naming the invalid name", h.State, h.Message)
 	}
 }

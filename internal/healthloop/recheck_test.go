@@ -4,6 +4,9 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
 	"github.com/kumodo/convoy-observer/internal/inventory"
 )
 
@@ -89,5 +92,31 @@ func TestHookWithoutWorkloadNameIsNotPolled(t *testing.T) {
 	}
 	if n := f.api.syncs.Load(); n != 0 {
 		t.Fatalf("%d sync requests for a hook without workloadName", n)
+	}
+}
+
+// TestRenderPendingIsRechecked: while the condition is Pending (an entry of another
+// render), render-pending is a pending target: the loop re-checks after 2s without any
+// event, and the count goes up each pass (spec "Re-check backoff").
+func TestRenderPendingIsRechecked(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.readyRelease(0, 0)
+	f.configMap("a", "true")
+	f.lastAttempted("r2")
+	f.inventory(cm("a", 0, "r1"))
+	for i, want := range []time.Duration{2 * time.Second, 4 * time.Second} {
+		res := f.pass()
+		f.expectCondition(metav1.ConditionUnknown, v1alpha1.ReasonPending)
+		if res.RequeueAfter != want {
+			t.Fatalf("pass %d: re-check while Pending = %v, want %v", i+1, res.RequeueAfter, want)
+		}
+		if n := f.h.attemptCounts(f.key)[targetRenderPending]; n != i+1 {
+			t.Fatalf("pass %d: render-pending count = %d", i+1, n)
+		}
+	}
+	f.inventory(cm("a", 0, "r2"))
+	if res := f.pass(); res.RequeueAfter != 0 {
+		t.Fatalf("re-check once the render is current and Healthy = %v, want none", res.RequeueAfter)
 	}
 }

@@ -264,3 +264,66 @@ func TestRuleSetChangesWakeTheirReleases(t *testing.T) {
 	must(t, env.Client.Update(f.ctx, rs))
 	eventually(t, "a pass with the changed HealthRuleSet", func() bool { return f.entry("a").State == v1alpha1.StateProgressing })
 }
+
+// TestRuleSetAndClusterChangesWakeTheLoop: with every entry Healthy and no interval the
+// loop has nothing scheduled, so only an event brings a pass: a changed HealthRuleSet, a
+// changed GlobalHealthRuleSet, a changed Cluster each turn the Release's condition
+// within the bounded wait (CONTRACT §2, "Events that add a key"). It runs alone (not
+// parallel, subtests in order): any GlobalHealthRuleSet change by another test enqueues
+// every Release and would hide a missing handler.
+func TestRuleSetAndClusterChangesWakeTheLoop(t *testing.T) {
+	settle := func(t *testing.T, f *fixture) {
+		t.Helper()
+		f.configMap("a", "true")
+		f.inventory(cm("a", 0, ""))
+		startManager(t, f)
+		eventually(t, "Healthy", func() bool {
+			c := f.getRelease().Status.Conditions
+			return len(c) == 1 && c[0].Reason == v1alpha1.ReasonHealthy
+		})
+	}
+	reason := func(f *fixture, want string) func() bool {
+		return func() bool {
+			c := f.getRelease().Status.Conditions
+			return len(c) == 1 && c[0].Reason == want
+		}
+	}
+	t.Run("HealthRuleSet", func(t *testing.T) {
+		f := newFixture(t)
+		f.readyRelease(0, 0)
+		settle(t, f)
+		rs := &extv1alpha1.HealthRuleSet{}
+		must(t, env.Client.Get(f.ctx, clientKey(f.ns, "rules"), rs))
+		rs.Spec.Rules[0].RuleExpression = "object.?data.?ready.orValue('') == 'yes'"
+		must(t, env.Client.Update(f.ctx, rs))
+		eventually(t, "Progressing after the rule set changed", reason(f, v1alpha1.ReasonProgressing))
+	})
+	t.Run("Cluster", func(t *testing.T) {
+		f := newFixture(t)
+		f.readyRelease(0, 0)
+		settle(t, f)
+		cl := &v1alpha1.Cluster{}
+		must(t, env.Client.Get(f.ctx, clientKey(f.ns, "target"), cl))
+		cl.Spec.KubeconfigSecretRef = &v1alpha1.SecretKeyReference{Name: fmt.Sprintf("missing-%s", f.ns)}
+		must(t, env.Client.Update(f.ctx, cl))
+		eventually(t, "Unknown after the Cluster changed", reason(f, v1alpha1.ReasonUnknown))
+	})
+	t.Run("GlobalHealthRuleSet", func(t *testing.T) {
+		f := newFixture(t)
+		label := map[string]string{"test-global": f.ns}
+		grs := &extv1alpha1.GlobalHealthRuleSet{
+			ObjectMeta: metav1.ObjectMeta{Name: f.ns + "-global", Labels: label},
+			Spec: extv1alpha1.GlobalHealthRuleSetSpec{Rules: []extv1alpha1.RuleSpec{{
+				APIVersion: "v1", Resources: []string{"configmaps"}, RuleExpression: readyRule,
+			}}},
+		}
+		must(t, env.Client.Create(f.ctx, grs))
+		t.Cleanup(func() { _ = env.Client.Delete(f.ctx, grs) })
+		f.release(&v1alpha1.HealthAssessment{GlobalRuleSetSelector: &metav1.LabelSelector{MatchLabels: label}}, 0)
+		settle(t, f)
+		must(t, env.Client.Get(f.ctx, clientKey("", grs.Name), grs))
+		grs.Spec.Rules[0].RuleExpression = "object.?data.?ready.orValue('') == 'yes'"
+		must(t, env.Client.Update(f.ctx, grs))
+		eventually(t, "Progressing after the global rule set changed", reason(f, v1alpha1.ReasonProgressing))
+	})
+}

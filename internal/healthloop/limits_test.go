@@ -16,8 +16,6 @@ import (
 	"github.com/kumodo/convoy-observer/internal/clustercache"
 )
 
-// Hostile sizes at the API (issue #10): each gives a correct result and no crash.
-
 // TestLongestReleaseName: a Release (and its inventory, entries and sync path) with the
 // longest legal name, 253 characters.
 func TestLongestReleaseName(t *testing.T) {
@@ -145,27 +143,5 @@ func TestInventoryTooLargeToAnnotate(t *testing.T) {
 	c := f.expectCondition(metav1.ConditionUnknown, v1alpha1.ReasonUnknown)
 	if !strings.Contains(c.Message, "exceeds the API server's size limit") {
 		t.Fatalf("condition message %q does not say why", c.Message)
-	}
-}
-
-// TestReferencesThatLeaveTheirPath: an entry whose resource climbs out of its URL
-// ("configmaps/../../../namespaces" with the name of a Namespace: the cleaned URL names
-// that Namespace) and a hook whose workload name does the same are never read: the entry
-// is Unknown and the hook Failed, each saying which field is invalid.
-func TestReferencesThatLeaveTheirPath(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t)
-	f.readyRelease(0, 0)
-	escape := cm(f.ns, 0, "")
-	escape.resource = "configmaps/../../../namespaces"
-	f.inventory(escape)
-	f.hooks(hook{name: "h", kind: "Job", workload: "x/../y", createdAt: t0.Add(-time.Minute)})
-	f.pass()
-	e := f.entry(f.ns)
-	if e.State != v1alpha1.StateUnknown || !strings.Contains(e.Message, `invalid object reference: resource "configmaps/../../../namespaces"`) {
-		t.Fatalf("entry: state %s, message %q; want Unknown naming the invalid resource", e.State, e.Message)
-	}
-	if h := f.hookEntry("h"); h.State != v1alpha1.HookFailed || !strings.Contains(h.Message, `invalid object reference: name "x/../y"`) {
-		t.Fatalf("hook: state %s, message %q; want Failed naming the invalid name", h.State, h.Message)
 	}
 }
