@@ -160,6 +160,9 @@ var resources = map[string]string{
 	"Kafka": "kafkas", "KafkaBridge": "kafkabridges", "KafkaConnect": "kafkaconnects", "KafkaConnector": "kafkaconnectors",
 	"KafkaTopic": "kafkatopics", "KafkaUser": "kafkausers", "KafkaMirrorMaker2": "kafkamirrormaker2s", "KafkaMirrorMaker": "kafkamirrormakers",
 	"KafkaNodePool": "kafkanodepools", "KafkaRebalance": "kafkarebalances",
+	// Confluent for Kubernetes
+	"Zookeeper": "zookeepers", "Connect": "connects", "ControlCenter": "controlcenters", "KsqlDB": "ksqldbs",
+	"SchemaRegistry": "schemaregistries", "Connector": "connectors",
 	// rabbitmq
 	"RabbitmqCluster": "rabbitmqclusters", "Queue": "queues", "Exchange": "exchanges", "Vhost": "vhosts",
 	// OpenKruise
