@@ -83,6 +83,8 @@ var resources = map[string]string{
 	"ProviderConfig": "providerconfigs", "SQLInstance": "sqlinstances", "ConfigConnector": "configconnectors",
 	"APIService": "apiservices", "ClusterIssuer": "clusterissuers", "Certificate": "certificates",
 	"CronJob": "cronjobs", "CustomResourceDefinition": "customresourcedefinitions", "Gateway": "gateways",
+	"GatewayClass": "gatewayclasses", "ListenerSet": "listenersets", "XListenerSet": "xlistenersets", "GRPCRoute": "grpcroutes",
+	"TLSRoute": "tlsroutes", "TCPRoute": "tcproutes", "UDPRoute": "udproutes", "BackendTLSPolicy": "backendtlspolicies",
 	"GitRepository": "gitrepositories", "HelmRelease": "helmreleases", "HorizontalPodAutoscaler": "horizontalpodautoscalers",
 	"HTTPRoute": "httproutes", "Ingress": "ingresses", "Issuer": "issuers", "Kustomization": "kustomizations",
 	"Namespace": "namespaces", "PodDisruptionBudget": "poddisruptionbudgets", "Rollout": "rollouts",
