@@ -2,7 +2,6 @@ package healthloop
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -25,7 +24,6 @@ import (
 	"github.com/kumodo/convoy-observer/health"
 	"github.com/kumodo/convoy-observer/internal/clustercache"
 	"github.com/kumodo/convoy-observer/internal/controller/base"
-	"github.com/kumodo/convoy-observer/internal/inventory"
 )
 
 // Waker wakes the controller-manager for one Release: POST …/releases/<name>/sync.
@@ -82,10 +80,10 @@ type HealthController struct {
 	Fair FairOptions
 	fair fairState
 
+	// mu guards the memory below (docs/design.md, "In-memory state").
 	mu sync.Mutex
-	// attempts holds, per Release key, the attempt count of each pending target
-	// (in memory, lost at a restart: docs/design.md, "Re-check backoff").
-	attempts map[string]map[string]int
+	// memory holds what the loop keeps of each Release key between passes (memory.go).
+	memory map[string]*releaseMemory
 	// lastShard remembers the shard of each Cluster (namespace/name) seen by this
 	// replica, for the shard gate of Releases whose Cluster was deleted; it goes with
 	// the last Release of that Cluster (forgetCluster).
@@ -95,18 +93,6 @@ type HealthController struct {
 	// Cluster (lastShard, its Event budget and outage) lives as long as one of them.
 	clusterOf   map[string]string
 	clusterRefs map[string]int
-	// wakePending marks keys whose sync request failed, so the next pass sends it
-	// again even though the edge that caused it has passed.
-	wakePending map[string]bool
-	// owed holds, per Release key, what this process knows about the inventory's record
-	// of an owed sync request (owed.go).
-	owed map[string]owedState
-	// written holds, per Release key, the Healthy condition this process last applied
-	// (writeHealth), which a lagging cache may not show yet.
-	written map[string]writtenHealth
-	// entriesWritten holds, per Release key, a digest of the entries this process last
-	// applied (writeInventoryHealth).
-	entriesWritten map[string]uint64
 }
 
 // NewHealthController returns a loop with the real clock and default settings.
@@ -242,8 +228,8 @@ func (h *HealthController) syncHandler(ctx context.Context, key string) (_ base.
 	// 3. Deletion: only hooks.
 	if rel.DeletionTimestamp != nil {
 		hooks := h.pollHooks(ctx, rel, inv, cluster, clusterErr)
-		e := edges{hooksFinished: hooks.finished}
-		if err := h.commit(ctx, rel, inv, hooks, nil, nil, e); err != nil {
+		res := passResult{hooks: hooks, edges: edges{hooksFinished: hooks.finished}}
+		if err := h.commit(ctx, rel, inv, res); err != nil {
 			return base.Result{}, err
 		}
 		return h.scheduleHealthRecheck(key, rel, hooks.pendingTargets()), nil
@@ -278,277 +264,11 @@ func (h *HealthController) syncHandler(ctx context.Context, key string) (_ base.
 	pending = append(pending, hooks.pendingTargets()...)
 
 	// Writes, then 6. wake the controller.
-	if err := h.commit(ctx, rel, inv, hooks, a, &hs, e); err != nil {
+	if err := h.commit(ctx, rel, inv, passResult{hooks: hooks, a: a, hs: &hs, edges: e}); err != nil {
 		return base.Result{}, err
 	}
 	h.recordBudgetEvent(rel, a)
 
 	// 7. Next pass.
 	return h.scheduleHealthRecheck(key, rel, pending), nil
-}
-
-// commit is the write half of a pass: the hooks' status, the entries' health and the
-// Healthy condition (hs nil: none, during deletion), then the sync request when the pass
-// has an edge or owes one. The debt is recorded in the inventory by the first write that
-// persists the edge's state, and removed after the request succeeded (owed.go), so a
-// pass that fails, or a process that dies, after persisting a finished hook or a
-// completed wave still sends the request later, although the edge itself does not come
-// back. A cancelled context writes nothing.
-func (h *HealthController) commit(ctx context.Context, rel *v1alpha1.Release, inv passInventory, hooks hookOutcome, a *assessment, hs *healthStatus, e edges) error {
-	if err := ctx.Err(); err != nil {
-		return err // shutdown: what this pass computed from cut-off reads is not the truth
-	}
-	key := base.KeyOf(rel)
-	st := h.owedFor(key, rel, inv)
-	// A record this process has paid already (its removal failed, or the cache has not
-	// seen the removal yet) is only removed, not paid again.
-	if e.any() || (st.value != "" && !st.paid) {
-		h.armWake(key)
-	}
-	// carry is the record that the pass's applies send: the unpaid one, or a new one
-	// when the pass persists the state of an edge (a completed wave or an advanced render
-	// always changes entries; a finished hook changes the hooks unless it is a re-poll in
-	// its arming second that found the same outcome). Without a Waker there is nobody to
-	// owe.
-	carry := ""
-	var err error
-	if st.value != "" && !st.paid {
-		carry = st.value
-	}
-	persists := e.waveCompleted || e.renderAdvanced || (e.hooksFinished > 0 && hooks.status != nil)
-	if persists && carry == "" && inv.inv != nil && h.Waker != nil {
-		if carry, err = h.newOwedValue(ctx, rel); err != nil {
-			return h.writeFailed(ctx, "sync-owed", err) // a Release deleted meanwhile: quiet
-		}
-		st = owedState{value: carry}
-		h.setOwed(key, st)
-	}
-	prev := priorCondition(rel)
-	rv := inv.resourceVersion()
-	// The hooks and the entries are independent: a failed hooks write does not hold back
-	// the entries and the condition. It still fails the pass, after them, so the hook
-	// state is retried; the sync request waits for it (it would announce a hook state
-	// that did not land), and the debt stays armed for the retry.
-	var hooksErr error
-	if rv, err = h.writeHookStatus(ctx, inv.inv, rv, hooks, carry); err != nil {
-		hooksErr = h.writeFailed(ctx, "hooks", err)
-	} else {
-		h.recordHookEvents(rel, hooks)
-	}
-	if a != nil {
-		if rv, err = h.writeInventoryHealth(ctx, a, rv, carry); err != nil {
-			if tooLarge(err) && hs != nil {
-				// Retrying alone would hide why: say it in the condition too.
-				_ = h.writeHealth(ctx, rel, assessFailed(rel, fmt.Errorf("cannot record the health of %d entries: the ReleaseInventory exceeds the API server's size limit: %w", len(a.entries), err)))
-			}
-			return failedWrites(hooksErr, h.writeFailed(ctx, "entries", err))
-		}
-	}
-	if hs != nil {
-		if err := h.writeHealth(ctx, rel, *hs); err != nil {
-			return failedWrites(hooksErr, h.writeFailed(ctx, "status", err))
-		}
-		h.recordHealthEvents(ctx, rel, prev, *hs, a)
-	}
-	if hooksErr != nil {
-		return hooksErr
-	}
-	sent, err := h.wake(ctx, rel, e)
-	if err != nil {
-		return err
-	}
-	if st.value == "" {
-		return nil
-	}
-	if sent && !st.paid {
-		// A record with a baseline now reads as paid from the Release: nothing to remove.
-		_, withBaseline := paidSince(rel, st.value)
-		st.paid, st.settled = true, withBaseline
-		h.setOwed(key, st)
-	}
-	if st.paid && !st.settled {
-		// An older observer's record: removed, the last write of the pass.
-		if err := h.removeSyncOwed(ctx, inv.inv, st.value); err != nil {
-			return h.writeFailed(ctx, "sync-owed", err)
-		}
-		st.settled = true
-		h.setOwed(key, st)
-	}
-	return nil
-}
-
-// writeFailed returns the error of a failed write for the queue. A conflict with the
-// inventory's uid or resourceVersion precondition (the cache lagged behind the
-// controller-manager, or it deleted the inventory) and a NotFound (the object is gone)
-// are expected: counted, logged at V(1), and retried quietly once the cache catches up.
-func (h *HealthController) writeFailed(ctx context.Context, write string, err error) error {
-	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-		writeConflicts.WithLabelValues(write).Inc()
-		h.logFrom(ctx).V(1).Info("write lost a precondition race; retrying", "write", write, "reason", err.Error())
-		return base.Quiet(err)
-	}
-	return err
-}
-
-// failedWrites joins the errors of the failed writes of one pass; the result is
-// base.Quiet only when each of them is (a lost precondition race), so a real failure is
-// never logged at V(1) only.
-func failedWrites(errs ...error) error {
-	var all []error
-	quiet := true
-	for _, err := range errs {
-		if err == nil {
-			continue
-		}
-		all = append(all, err)
-		quiet = quiet && base.IsQuiet(err)
-	}
-	switch {
-	case len(all) == 0:
-		return nil
-	case len(all) == 1:
-		return all[0]
-	case quiet:
-		return base.Quiet(errors.Join(all...))
-	}
-	for i, err := range all {
-		if base.IsQuiet(err) {
-			all[i] = errors.Unwrap(err) // Quiet(err) wraps err itself
-		}
-	}
-	return errors.Join(all...)
-}
-
-// tooLarge reports whether err says that the written object exceeds the size limit of
-// the API server (413 RequestEntityTooLarge) or of etcd: a 500 InternalError Status
-// whose message carries etcd's own error, etcdRequestTooLarge (the API server passes
-// etcd's error on as text; no reason or code of the Status tells it apart).
-func tooLarge(err error) bool {
-	if apierrors.IsRequestEntityTooLargeError(err) {
-		return true
-	}
-	var status apierrors.APIStatus
-	if !errors.As(err, &status) || !apierrors.IsInternalError(err) {
-		return false
-	}
-	return strings.Contains(status.Status().Message, etcdRequestTooLarge)
-}
-
-// etcdRequestTooLarge is etcd's rpctypes.ErrRequestTooLarge as the API server reports
-// it (a test checks it against etcd's constant).
-const etcdRequestTooLarge = "etcdserver: request is too large"
-
-// passInventory is rel's ReleaseInventory as one pass sees it: read once from the cache,
-// with its field owners parsed once.
-type passInventory struct {
-	// inv is nil when there is no inventory.
-	inv *v1alpha1.ReleaseInventory
-	// own is nil when the managedFields could not be parsed; err says why.
-	own *inventory.Ownership
-	err error
-}
-
-// resourceVersion is the resourceVersion the pass read, the precondition of its first
-// write.
-func (pi passInventory) resourceVersion() string {
-	if pi.inv == nil {
-		return ""
-	}
-	return pi.inv.ResourceVersion
-}
-
-// readInventory reads rel's ReleaseInventory from the cache and parses its managedFields.
-// A failed read is returned (the queue retries); unparsable managedFields are the
-// inventory's error, which the assessment reports.
-func (h *HealthController) readInventory(ctx context.Context, rel *v1alpha1.Release) (passInventory, error) {
-	inv := &v1alpha1.ReleaseInventory{}
-	if err := h.Reader.Get(ctx, client.ObjectKeyFromObject(rel), inv); err != nil {
-		if apierrors.IsNotFound(err) {
-			return passInventory{}, nil
-		}
-		return passInventory{}, fmt.Errorf("reading ReleaseInventory %s: %w", base.KeyOf(rel), err)
-	}
-	own, err := inventory.ReadOwnership(inv)
-	if err != nil {
-		return passInventory{inv: inv, err: fmt.Errorf("reading the ReleaseInventory's field owners: %w", err)}, nil
-	}
-	return passInventory{inv: inv, own: own}, nil
-}
-
-// getCluster reads the target Cluster of rel from the cache; a nil Cluster comes with
-// the error that says why.
-func (h *HealthController) getCluster(ctx context.Context, rel *v1alpha1.Release) (*v1alpha1.Cluster, error) {
-	cluster := &v1alpha1.Cluster{}
-	err := h.Reader.Get(ctx, client.ObjectKey{Namespace: rel.Namespace, Name: rel.Spec.ClusterRef.Name}, cluster)
-	if apierrors.IsNotFound(err) {
-		h.Clusters.Forget(rel.Namespace, rel.Spec.ClusterRef.Name) // release a deleted Cluster's clients
-		return nil, fmt.Errorf("%w: Cluster %s/%s not found", clustercache.ErrClusterNotConnected, rel.Namespace, rel.Spec.ClusterRef.Name)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading Cluster %s/%s: %w", rel.Namespace, rel.Spec.ClusterRef.Name, err)
-	}
-	return cluster, nil
-}
-
-// shardOf returns the shard of rel's Cluster. A Cluster that is gone keeps the shard
-// this replica last saw it in, so the replica that owned it reports it missing; one it
-// never saw belongs to the default shard.
-func (h *HealthController) shardOf(rel *v1alpha1.Release, cluster *v1alpha1.Cluster) string {
-	key := rel.Namespace + "/" + rel.Spec.ClusterRef.Name
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if old := h.clusterOf[base.KeyOf(rel)]; old != key {
-		if h.clusterOf == nil {
-			h.clusterOf, h.clusterRefs = map[string]string{}, map[string]int{}
-		}
-		h.clusterOf[base.KeyOf(rel)] = key
-		h.clusterRefs[key]++
-		if old != "" {
-			h.dropClusterRef(old)
-		}
-	}
-	if cluster != nil {
-		if h.lastShard == nil {
-			h.lastShard = map[string]string{}
-		}
-		h.lastShard[key] = cluster.Spec.Shard
-		return cluster.Spec.Shard
-	}
-	return h.lastShard[key]
-}
-
-// forgetCluster drops the Release key from the Releases of its Cluster, and the memory
-// of that Cluster with its last Release. Only for a Release that is gone: one whose shard
-// moved still names its Cluster, and a Cluster that is gone keeps its last shard.
-func (h *HealthController) forgetCluster(key string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if cl, ok := h.clusterOf[key]; ok {
-		delete(h.clusterOf, key)
-		h.dropClusterRef(cl)
-	}
-}
-
-// dropClusterRef counts one Release less for the Cluster cl, under h.mu.
-func (h *HealthController) dropClusterRef(cl string) {
-	if h.clusterRefs[cl]--; h.clusterRefs[cl] > 0 {
-		return
-	}
-	delete(h.clusterRefs, cl)
-	delete(h.lastShard, cl)
-	h.events.forgetCluster(cl)
-}
-
-// forget drops the in-memory state of key.
-func (h *HealthController) forget(key string) {
-	h.untrackTargets(key)
-	h.forgetFair(key)
-	h.events.forget(key)
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	delete(h.attempts, key)
-	delete(h.wakePending, key)
-	delete(h.owed, key)
-	delete(h.written, key)
-	delete(h.entriesWritten, key)
 }

@@ -5,28 +5,40 @@
 // Server-Side Apply. It also polls the workloads of lifecycle hooks and wakes the
 // controller-manager (POST …/sync) on the edges of "Wake the controller".
 //
-// One pass is (*HealthController).syncHandler, in the spec's order: read the Release,
-// shard gate, deletion, hooks, health, wake the controller, next pass. The files follow
-// the concerns: controller.go (wiring and syncHandler), assess.go (assess and its
-// steps), writes.go (the two Server-Side Apply writes and the Healthy condition),
-// hooks.go (hook polling), wake.go (edges and /sync), recheck.go (re-check backoff),
-// events.go (Kubernetes Events on the edges of the Healthy condition, finished hooks and
-// unreachable clusters, recorded by commit after the writes), targets.go (which target
-// objects each Release reads: the cluster cache watches their types, and a change of one
-// of them queues exactly the Releases that record it; the re-check backoff stays as the
-// safety net).
+// One pass is (*HealthController).syncHandler, in this order: read the Release, shard
+// gate, deletion, hooks, health, wake the controller, next pass. It computes first and
+// writes last: the computing half yields a passResult (the hooks' status, the entries'
+// assessment, the Healthy condition, the edges), and commit writes it through a
+// committer, one method per write (hooks, entries, condition), then settles the owed
+// sync request. The files follow the concerns (docs/design.md, "Where each step lives"):
+//
+//   - controller.go: the wiring (SetupWithManager) and syncHandler;
+//   - inventory.go, clusters.go: the inventory a pass reads; the Cluster, its shard and
+//     what is remembered of it;
+//   - hooks.go: hook polling and the hooks write;
+//   - assess.go, fair.go, targets.go: the assessment, its budget and fair share across
+//     namespaces, and which target objects each Release reads (a change of one of them
+//     queues exactly the Releases that record it);
+//   - writes.go: the entries write and the Healthy condition;
+//   - commit.go: the order of the writes and what a failed one means;
+//   - owed.go: the owed sync request from the edge to its payment, whole; wake.go: the
+//     edges and the answer of the sync endpoint;
+//   - events.go: Kubernetes Events on the edges, recorded after the write they announce;
+//   - recheck.go: the re-check backoff; memory.go: what the loop keeps per Release.
 //
 // Why the inventory and not the render: an object gets an assessment as soon as the
 // controller-manager records it after the apply of its wave, and the anchors
 // (firstUnhealthy) live in the inventory so that an observer restart never resets the
 // clock of a failing object.
 //
-// In memory, per Release and only for speed or as the design keeps it there (the
-// re-check attempt counts), the loop holds: the attempt counts, the last condition and
-// entries digest it applied (a lagging cache may not show them yet), the owed-sync state
-// and the last Event kind; forget drops all of them when the Release is gone or its
-// shard moves away. Per Cluster it holds the shard last seen, the Event budget and the
-// outage flag, dropped with the last Release that names the Cluster (forgetCluster).
+// In memory, per Release, the loop holds one releaseMemory (memory.go): the re-check
+// attempt counts (kept in memory by design: a restart starts the backoff over), and what
+// is kept only for speed: the last condition and entries digest it applied (a lagging
+// cache may not show them yet), whether a sync request is armed, and what it knows of
+// the owed-sync record. Beside it, the last Event kind, the targets read and whether the
+// last pass hit its budget. forget drops all of it when the Release is gone or its shard
+// moves away. Per Cluster it holds the shard last seen, the Event budget and the outage
+// flag, dropped with the last Release that names the Cluster (forgetCluster).
 //
 // Why an owed sync request is an annotation on the inventory and not a Flux-style
 // requestedAt / lastHandledReconcileAt pair in status: the record must land in the very

@@ -198,56 +198,6 @@ func TestEventsOfHooks(t *testing.T) {
 	eventually(t, "three hook events", func() bool { got = sorted(); return strings.Join(got, "\n") == strings.Join(want, "\n") })
 }
 
-// TestMemoryGoesWithTheRelease: what the loop remembers of a Release and of its
-// Cluster (the shard it was last seen in, its Event budget and outage) is dropped when
-// the last Release of that Cluster is deleted: a churn of Releases and Clusters does not
-// grow the process. A Release whose shard moved away keeps its Cluster's memory.
-func TestMemoryGoesWithTheRelease(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t)
-	f.withEvents()
-	down := &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "gone", Namespace: f.ns},
-		Spec: v1alpha1.ClusterSpec{KubeconfigSecretRef: &v1alpha1.SecretKeyReference{Name: "gone-kubeconfig"}}}
-	must(t, env.Client.Create(f.ctx, down))
-	f.configMapRules("rules", readyRule)
-	f.configMap("a", "true")
-	var rels []*v1alpha1.Release
-	for i := range 2 {
-		f.rel, f.key = fmt.Sprintf("app-%d", i), fmt.Sprintf("%s/app-%d", f.ns, i)
-		rel := &v1alpha1.Release{ObjectMeta: metav1.ObjectMeta{Name: f.rel, Namespace: f.ns},
-			Spec: v1alpha1.ReleaseSpec{ClusterRef: v1alpha1.ClusterReference{Name: "gone"}, HealthAssessment: localRules(0)}}
-		must(t, env.Client.Create(f.ctx, rel))
-		rels = append(rels, rel)
-		f.inventory(cm("a", 0, "r1"))
-		f.lastAttempted("r1")
-		f.pass()
-		f.pass()
-	}
-	remembered := func() (clusters, shards, eventReleases, eventClusters int) {
-		f.h.mu.Lock()
-		clusters, shards = len(f.h.clusterOf), len(f.h.lastShard)
-		f.h.mu.Unlock()
-		eventReleases, eventClusters = f.h.events.size()
-		return
-	}
-	if c, _, _, ec := remembered(); c != 2 || ec != 1 {
-		t.Fatalf("after the passes: %d Releases' Clusters and %d Clusters' Events remembered, want 2 and 1", c, ec)
-	}
-	must(t, env.Client.Delete(f.ctx, down)) // its Releases keep the shard they last saw
-	must(t, env.Client.Delete(f.ctx, rels[0]))
-	f.rel, f.key = rels[0].Name, f.ns+"/"+rels[0].Name
-	f.pass()
-	if c, _, _, ec := remembered(); c != 1 || ec != 1 {
-		t.Fatalf("with one Release of the Cluster left: %d and %d remembered, want 1 and 1", c, ec)
-	}
-	must(t, env.Client.Delete(f.ctx, rels[1]))
-	f.rel, f.key = rels[1].Name, f.ns+"/"+rels[1].Name
-	f.pass()
-	if c, s, er, ec := remembered(); c != 0 || s != 0 || er != 0 || ec != 0 {
-		t.Fatalf("after the last Release: %d Releases' Clusters, %d shards, %d Releases' and %d Clusters' Events remembered, want none", c, s, er, ec)
-	}
-}
-
 // TestClusterEventsAreBounded: when a Cluster stops answering, it gets one
 // ClusterUnreachable Event and its Releases at most clusterEventBurst of theirs, however
 // many Releases there are; when it answers again, one ClusterReachable.

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
+	"github.com/kumodo/convoy-observer/internal/controller/base"
 	"github.com/kumodo/convoy-observer/internal/inventory"
 )
 
@@ -143,31 +144,150 @@ func (h *HealthController) removeSyncOwed(ctx context.Context, inv *v1alpha1.Rel
 // yet is still its own; one that is settled is forgotten once the cache no longer shows
 // it. Without an inventory there is nothing to pay or remove.
 func (h *HealthController) owedFor(key string, rel *v1alpha1.Release, inv passInventory) owedState {
-	h.mu.Lock()
-	defer h.mu.Unlock()
 	recorded := inv.syncOwedValue()
-	st := h.owed[key]
-	switch {
-	case inv.inv == nil || (recorded == "" && (st.settled || st.value == "")):
-		delete(h.owed, key)
-		return owedState{}
-	case recorded != "" && recorded != st.value:
-		paid, ok := paidSince(rel, recorded)
-		return owedState{value: recorded, paid: paid, settled: paid && ok}
-	}
-	return st
+	var out owedState
+	h.remember(key, func(m *releaseMemory) {
+		st := m.owed
+		switch {
+		case inv.inv == nil || (recorded == "" && (st.settled || st.value == "")):
+			m.owed = owedState{}
+		case recorded != "" && recorded != st.value:
+			paid, ok := paidSince(rel, recorded)
+			out = owedState{value: recorded, paid: paid, settled: paid && ok}
+		default:
+			out = st
+		}
+	})
+	return out
 }
 
 // setOwed stores st for key; a zero st forgets it.
 func (h *HealthController) setOwed(key string, st owedState) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if st == (owedState{}) {
-		delete(h.owed, key)
-		return
+	h.remember(key, func(m *releaseMemory) { m.owed = st })
+}
+
+// owedSync is one pass's part in the life of the owed sync request of its Release:
+// openOwed arms the request and decides the record that the pass's applies carry,
+// carry says what it is, and settle sends the request and pays (and, for an older
+// observer's record, removes) the record after the writes.
+type owedSync struct {
+	h   *HealthController
+	key string
+	st  owedState
+}
+
+// openOwed starts the owed sync request of one pass, before it writes. The request is
+// armed (in memory) when the pass has an edge or the inventory holds an unpaid record.
+// The record that the applies carry is the unpaid one, or a new one when the pass
+// persists the state of an edge: a completed wave or an advanced render always changes
+// entries; a finished hook changes the hooks unless it is a re-poll in its arming second
+// that found the same outcome. Without a Waker there is nobody to owe. A record this
+// process has paid already (its removal failed, or the cache has not seen the removal
+// yet) is only removed, not paid again.
+func (h *HealthController) openOwed(ctx context.Context, rel *v1alpha1.Release, inv passInventory, res passResult) (*owedSync, error) {
+	key := base.KeyOf(rel)
+	o := &owedSync{h: h, key: key, st: h.owedFor(key, rel, inv)}
+	e := res.edges
+	if e.any() || o.carry() != "" {
+		h.armWake(key)
 	}
-	if h.owed == nil {
-		h.owed = map[string]owedState{}
+	if o.carry() != "" {
+		return o, nil
 	}
-	h.owed[key] = st
+	persists := e.waveCompleted || e.renderAdvanced || (e.hooksFinished > 0 && res.hooks.status != nil)
+	if persists && inv.inv != nil && h.Waker != nil {
+		value, err := h.newOwedValue(ctx, rel)
+		if err != nil {
+			return nil, err
+		}
+		o.st = owedState{value: value}
+		h.setOwed(key, o.st)
+	}
+	return o, nil
+}
+
+// carry is the record that the pass's inventory applies carry: the unpaid one, "" for
+// none.
+func (o *owedSync) carry() string {
+	if o.st.value != "" && !o.st.paid {
+		return o.st.value
+	}
+	return ""
+}
+
+// settle is the last step of a pass, after its writes landed: it sends the sync request
+// when the pass has an edge or owes one (wake), marks the record paid, and removes an
+// older observer's record (without a baseline) with the last write of the pass.
+func (o *owedSync) settle(ctx context.Context, rel *v1alpha1.Release, inv passInventory, e edges) error {
+	h, st := o.h, o.st
+	sent, err := h.wake(ctx, rel, e)
+	if err != nil {
+		return err
+	}
+	if st.value == "" {
+		return nil
+	}
+	if sent && !st.paid {
+		// A record with a baseline now reads as paid from the Release: nothing to remove.
+		_, withBaseline := paidSince(rel, st.value)
+		st.paid, st.settled = true, withBaseline
+		h.setOwed(o.key, st)
+	}
+	if st.paid && !st.settled {
+		if err := h.removeSyncOwed(ctx, inv.inv, st.value); err != nil {
+			return h.writeFailed(ctx, "sync-owed", err)
+		}
+		st.settled = true
+		h.setOwed(o.key, st)
+	}
+	return nil
+}
+
+// armWake marks key as owing a sync request, before the pass writes the state that
+// caused it: if the pass fails after that write, its retry no longer sees the edge but
+// still sends the request (a restart forgets it; the record in the inventory does not).
+func (h *HealthController) armWake(key string) {
+	h.remember(key, func(m *releaseMemory) { m.wakeArmed = true })
+}
+
+func (h *HealthController) disarmWake(key string) {
+	h.remember(key, func(m *releaseMemory) { m.wakeArmed = false })
+}
+
+// wake sends one POST …/sync for rel when this pass has an edge, or when an earlier
+// pass armed one that was not sent (the edge itself does not come back). A failed
+// request fails the pass, so the work queue retries the key. sent reports that the
+// debt is settled: the request succeeded, or there is nobody to wake (no Waker, the
+// Release is gone).
+func (h *HealthController) wake(ctx context.Context, rel *v1alpha1.Release, e edges) (sent bool, err error) {
+	key := base.KeyOf(rel)
+	armed := h.recall(key).wakeArmed
+	retry := armed && !e.any()
+	if !e.any() && !armed {
+		return false, nil
+	}
+	log := h.logFrom(ctx).WithValues("waveCompleted", e.waveCompleted, "renderAdvanced", e.renderAdvanced, "hooksFinished", e.hooksFinished, "retry", retry)
+	if h.Waker == nil {
+		h.disarmWake(key)
+		log.Info("edge reached, but sync requests are disabled (--disable-sync): the controller-manager is not woken")
+		return true, nil
+	}
+	err = h.Waker.RequestSync(ctx, rel.Namespace, rel.Name)
+	if err != nil && releaseGone(err, rel.Name) {
+		// The Release is gone: nobody is left to wake, and a retry would never succeed.
+		h.disarmWake(key)
+		syncRequests.WithLabelValues("gone").Inc()
+		log.Info("the sync endpoint says the Release does not exist; not retrying", "error", err.Error())
+		return true, nil
+	}
+	if err != nil { // still armed: the next pass sends it again
+		if ctx.Err() == nil {
+			syncRequests.WithLabelValues("error").Inc()
+		}
+		return false, fmt.Errorf("waking the controller-manager: %w", err)
+	}
+	syncRequests.WithLabelValues("ok").Inc()
+	h.disarmWake(key)
+	log.Info("woke the controller-manager")
+	return true, nil
 }

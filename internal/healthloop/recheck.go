@@ -67,28 +67,26 @@ func (a *assessment) pendingTargets(hs healthStatus) []string {
 // after syncPolicy.interval, or only on events when there is none.
 func (h *HealthController) scheduleHealthRecheck(key string, rel *v1alpha1.Release, pending []string) base.Result {
 	interval, _ := rel.GetInterval()
-	h.mu.Lock()
-	defer h.mu.Unlock()
+	var delay time.Duration
+	h.remember(key, func(m *releaseMemory) {
+		prev := m.attempts
+		m.attempts = nil
+		for _, t := range pending {
+			if _, seen := m.attempts[t]; seen {
+				continue
+			}
+			if m.attempts == nil {
+				m.attempts = make(map[string]int, len(pending))
+			}
+			m.attempts[t] = prev[t] + 1
+			if d := progressBackoff(m.attempts[t], interval); delay == 0 || d < delay {
+				delay = d
+			}
+		}
+	})
 	if len(pending) == 0 {
-		delete(h.attempts, key)
 		return base.Result{RequeueAfter: interval}
 	}
-	if h.attempts == nil {
-		h.attempts = map[string]map[string]int{}
-	}
-	prev := h.attempts[key]
-	counts := make(map[string]int, len(pending))
-	var delay time.Duration
-	for _, t := range pending {
-		if _, seen := counts[t]; seen {
-			continue
-		}
-		counts[t] = prev[t] + 1
-		if d := progressBackoff(counts[t], interval); delay == 0 || d < delay {
-			delay = d
-		}
-	}
-	h.attempts[key] = counts
 	return base.Result{RequeueAfter: h.jitter(delay)}
 }
 
@@ -106,11 +104,5 @@ func (h *HealthController) jitter(d time.Duration) time.Duration {
 
 // attemptCounts returns a copy of key's attempt counts, for tests and logs.
 func (h *HealthController) attemptCounts(key string) map[string]int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	out := make(map[string]int, len(h.attempts[key]))
-	for k, v := range h.attempts[key] {
-		out[k] = v
-	}
-	return out
+	return h.recall(key).attempts
 }

@@ -74,14 +74,14 @@ func (h *HealthController) writeInventoryHealth(ctx context.Context, a *assessme
 	// which fails as a conflict when the cache lags, and the retry reads a fresher one.
 	key := base.KeyOf(a.inv)
 	sum := entriesSum(list)
-	if last, ok := recall(h, &h.entriesWritten, key); unchanged && (!ok || last == sum) {
+	if last := h.recall(key); unchanged && (!last.entriesWritten || last.entriesSum == sum) {
 		return rv, nil
 	}
 	ac := inventoryApply(a.inv, rv, record).WithEntries(list...)
 	if err := h.Writer.Apply(ctx, ac, client.FieldOwner(inventory.FieldManagerInventory), client.ForceOwnership); err != nil {
 		return rv, fmt.Errorf("applying the health of %d inventory entries: %w", len(list), err)
 	}
-	remember(h, &h.entriesWritten, key, sum)
+	h.remember(key, func(m *releaseMemory) { m.entriesSum, m.entriesWritten = sum, true })
 	return ptr.Deref(ac.ResourceVersion, rv), nil
 }
 
@@ -91,24 +91,6 @@ func entriesSum(list []*acv1alpha1.InventoryEntryApplyConfiguration) uint64 {
 	d := fnv.New64a()
 	_, _ = d.Write(b)
 	return d.Sum64()
-}
-
-// recall returns the value that remember stored for key in m, under h.mu.
-func recall[V any](h *HealthController, m *map[string]V, key string) (V, bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	v, ok := (*m)[key]
-	return v, ok
-}
-
-// remember stores v for key in *m (made on first use), under h.mu.
-func remember[V any](h *HealthController, m *map[string]V, key string, v V) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if *m == nil {
-		*m = map[string]V{}
-	}
-	(*m)[key] = v
 }
 
 // inventoryApply starts an apply to inv with two preconditions. The uid: an apply
@@ -225,11 +207,11 @@ func (h *HealthController) writeHealth(ctx context.Context, rel *v1alpha1.Releas
 	// one): skip only when neither the cache nor that write differs, and take the
 	// transition time from the newer of the two.
 	prev := meta.FindStatusCondition(rel.Status.Conditions, v1alpha1.ConditionHealthy)
-	last, wrote := recall(h, &h.written, key)
-	if same(prev, rel.Status.HealthSummary) && (!wrote || same(&last.cond, last.summary)) {
+	last := h.recall(key).written
+	if same(prev, rel.Status.HealthSummary) && (last == nil || same(&last.cond, last.summary)) {
 		return nil
 	}
-	if wrote {
+	if last != nil {
 		prev = &last.cond
 	}
 	transition := metav1.NewTime(h.Clock.Now().UTC().Truncate(time.Second))
@@ -248,9 +230,10 @@ func (h *HealthController) writeHealth(ctx context.Context, rel *v1alpha1.Releas
 	if err := h.Writer.Status().Apply(ctx, ac, client.FieldOwner(inventory.FieldManagerHealth), client.ForceOwnership); err != nil {
 		return fmt.Errorf("applying the Healthy condition (%s/%s): %w", hs.status, hs.reason, err)
 	}
-	remember(h, &h.written, key, writtenHealth{cond: metav1.Condition{Type: v1alpha1.ConditionHealthy, Status: hs.status,
+	written := &writtenHealth{cond: metav1.Condition{Type: v1alpha1.ConditionHealthy, Status: hs.status,
 		Reason: hs.reason, Message: truncateCondition(hs.message), ObservedGeneration: rel.Generation,
-		LastTransitionTime: transition}, summary: hs.summary.DeepCopy()})
+		LastTransitionTime: transition}, summary: hs.summary.DeepCopy()}
+	h.remember(key, func(m *releaseMemory) { m.written = written })
 	h.logFrom(ctx).Info("health written", "status", hs.status, "reason", hs.reason, "message", hs.message)
 	return nil
 }

@@ -1,0 +1,77 @@
+package healthloop
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
+	"github.com/kumodo/convoy-observer/internal/clustercache"
+	"github.com/kumodo/convoy-observer/internal/controller/base"
+)
+
+// getCluster reads the target Cluster of rel from the cache; a nil Cluster comes with
+// the error that says why.
+func (h *HealthController) getCluster(ctx context.Context, rel *v1alpha1.Release) (*v1alpha1.Cluster, error) {
+	cluster := &v1alpha1.Cluster{}
+	err := h.Reader.Get(ctx, client.ObjectKey{Namespace: rel.Namespace, Name: rel.Spec.ClusterRef.Name}, cluster)
+	if apierrors.IsNotFound(err) {
+		h.Clusters.Forget(rel.Namespace, rel.Spec.ClusterRef.Name) // release a deleted Cluster's clients
+		return nil, fmt.Errorf("%w: Cluster %s/%s not found", clustercache.ErrClusterNotConnected, rel.Namespace, rel.Spec.ClusterRef.Name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading Cluster %s/%s: %w", rel.Namespace, rel.Spec.ClusterRef.Name, err)
+	}
+	return cluster, nil
+}
+
+// shardOf returns the shard of rel's Cluster. A Cluster that is gone keeps the shard
+// this replica last saw it in, so the replica that owned it reports it missing; one it
+// never saw belongs to the default shard.
+func (h *HealthController) shardOf(rel *v1alpha1.Release, cluster *v1alpha1.Cluster) string {
+	key := rel.Namespace + "/" + rel.Spec.ClusterRef.Name
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if old := h.clusterOf[base.KeyOf(rel)]; old != key {
+		if h.clusterOf == nil {
+			h.clusterOf, h.clusterRefs = map[string]string{}, map[string]int{}
+		}
+		h.clusterOf[base.KeyOf(rel)] = key
+		h.clusterRefs[key]++
+		if old != "" {
+			h.dropClusterRef(old)
+		}
+	}
+	if cluster != nil {
+		if h.lastShard == nil {
+			h.lastShard = map[string]string{}
+		}
+		h.lastShard[key] = cluster.Spec.Shard
+		return cluster.Spec.Shard
+	}
+	return h.lastShard[key]
+}
+
+// forgetCluster drops the Release key from the Releases of its Cluster, and the memory
+// of that Cluster with its last Release. Only for a Release that is gone: one whose shard
+// moved still names its Cluster, and a Cluster that is gone keeps its last shard.
+func (h *HealthController) forgetCluster(key string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if cl, ok := h.clusterOf[key]; ok {
+		delete(h.clusterOf, key)
+		h.dropClusterRef(cl)
+	}
+}
+
+// dropClusterRef counts one Release less for the Cluster cl, under h.mu.
+func (h *HealthController) dropClusterRef(cl string) {
+	if h.clusterRefs[cl]--; h.clusterRefs[cl] > 0 {
+		return
+	}
+	delete(h.clusterRefs, cl)
+	delete(h.lastShard, cl)
+	h.events.forgetCluster(cl)
+}

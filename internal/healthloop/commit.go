@@ -1,0 +1,178 @@
+package healthloop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
+	"github.com/kumodo/convoy-observer/internal/controller/base"
+)
+
+// passResult is what one pass computed before it writes anything (docs/design.md, "The
+// write protocol"): the hooks' new status, the assessment of the entries, the Healthy
+// condition and the edges that owe the controller-manager a sync request. commit writes
+// it; nothing in it has been written yet.
+type passResult struct {
+	hooks hookOutcome
+	// a is the assessment; nil when there is none (deletion, no healthAssessment, a
+	// failed assessment).
+	a *assessment
+	// hs is the Healthy condition and healthSummary; nil writes none (deletion).
+	hs *healthStatus
+	// edges are the edges of this pass.
+	edges edges
+}
+
+// commit is the write half of a pass: it writes res with a committer, one write after
+// the other, each carrying the resourceVersion that the previous one produced, and then
+// settles the owed sync request (owed.go): the sync request when the pass has an edge
+// or owes one, then the removal of a paid record. A cancelled context writes nothing:
+// what this pass computed from cut-off reads is not the truth.
+//
+// The hooks and the entries are independent: a failed hooks write does not hold back the
+// entries and the condition. It still fails the pass, after them, so the hook state is
+// retried; the sync request waits for it (it would announce a hook state that did not
+// land), and the debt stays armed for the retry.
+func (h *HealthController) commit(ctx context.Context, rel *v1alpha1.Release, inv passInventory, res passResult) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	owed, err := h.openOwed(ctx, rel, inv, res)
+	if err != nil {
+		return h.writeFailed(ctx, "sync-owed", err) // a Release deleted meanwhile: quiet
+	}
+	c := &committer{h: h, rel: rel, inv: inv.inv, rv: inv.resourceVersion(), record: owed.carry()}
+	prev := priorCondition(rel)
+	hooksErr := c.hooks(ctx, res.hooks)
+	if res.a != nil {
+		if err := c.entries(ctx, res.a, res.hs); err != nil {
+			return failedWrites(hooksErr, err)
+		}
+	}
+	if res.hs != nil {
+		if err := c.condition(ctx, prev, *res.hs, res.a); err != nil {
+			return failedWrites(hooksErr, err)
+		}
+	}
+	if hooksErr != nil {
+		return hooksErr
+	}
+	return owed.settle(ctx, rel, inv, res.edges)
+}
+
+// committer writes the result of one pass, one method per write. rv is the
+// resourceVersion precondition of the next inventory write: the one the pass read, then
+// the one each write produced. record is the owed sync record that the inventory applies
+// carry ("" for none).
+type committer struct {
+	h      *HealthController
+	rel    *v1alpha1.Release
+	inv    *v1alpha1.ReleaseInventory
+	rv     string
+	record string
+}
+
+// hooks applies the hooks' status (writeHookStatus) and records the Events of the hooks
+// that finished; a failed write is returned for the queue and records none.
+func (c *committer) hooks(ctx context.Context, out hookOutcome) error {
+	rv, err := c.h.writeHookStatus(ctx, c.inv, c.rv, out, c.record)
+	if err != nil {
+		return c.h.writeFailed(ctx, "hooks", err)
+	}
+	c.rv = rv
+	c.h.recordHookEvents(c.rel, out)
+	return nil
+}
+
+// entries applies the entries' health (writeInventoryHealth). An inventory that the
+// write would make larger than the API server accepts also gets the reason into the
+// Healthy condition (hs not nil): retrying alone would hide why.
+func (c *committer) entries(ctx context.Context, a *assessment, hs *healthStatus) error {
+	rv, err := c.h.writeInventoryHealth(ctx, a, c.rv, c.record)
+	if err != nil {
+		if tooLarge(err) && hs != nil {
+			// Best effort: the entries' error is the one the queue retries.
+			_ = c.h.writeHealth(ctx, c.rel, assessFailed(c.rel, fmt.Errorf("cannot record the health of %d entries: the ReleaseInventory exceeds the API server's size limit: %w", len(a.entries), err)))
+		}
+		return c.h.writeFailed(ctx, "entries", err)
+	}
+	c.rv = rv
+	return nil
+}
+
+// condition applies the Healthy condition and healthSummary (writeHealth), then records
+// the Event of its edge from prev, the condition the pass read.
+func (c *committer) condition(ctx context.Context, prev *metav1.Condition, hs healthStatus, a *assessment) error {
+	if err := c.h.writeHealth(ctx, c.rel, hs); err != nil {
+		return c.h.writeFailed(ctx, "status", err)
+	}
+	c.h.recordHealthEvents(ctx, c.rel, prev, hs, a)
+	return nil
+}
+
+// writeFailed returns the error of a failed write for the queue. A conflict with the
+// inventory's uid or resourceVersion precondition (the cache lagged behind the
+// controller-manager, or it deleted the inventory) and a NotFound (the object is gone)
+// are expected: counted, logged at V(1), and retried quietly once the cache catches up.
+func (h *HealthController) writeFailed(ctx context.Context, write string, err error) error {
+	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+		writeConflicts.WithLabelValues(write).Inc()
+		h.logFrom(ctx).V(1).Info("write lost a precondition race; retrying", "write", write, "reason", err.Error())
+		return base.Quiet(err)
+	}
+	return err
+}
+
+// failedWrites joins the errors of the failed writes of one pass; the result is
+// base.Quiet only when each of them is (a lost precondition race), so a real failure is
+// never logged at V(1) only.
+func failedWrites(errs ...error) error {
+	var all []error
+	quiet := true
+	for _, err := range errs {
+		if err == nil {
+			continue
+		}
+		all = append(all, err)
+		quiet = quiet && base.IsQuiet(err)
+	}
+	switch {
+	case len(all) == 0:
+		return nil
+	case len(all) == 1:
+		return all[0]
+	case quiet:
+		return base.Quiet(errors.Join(all...))
+	}
+	for i, err := range all {
+		if base.IsQuiet(err) {
+			all[i] = errors.Unwrap(err) // Quiet(err) wraps err itself
+		}
+	}
+	return errors.Join(all...)
+}
+
+// tooLarge reports whether err says that the written object exceeds the size limit of
+// the API server (413 RequestEntityTooLarge) or of etcd: a 500 InternalError Status
+// whose message carries etcd's own error, etcdRequestTooLarge. The API server passes
+// etcd's error on as text, with no reason or code that tells it apart, so this is the
+// one place that reads a message; everything else asks tooLarge.
+func tooLarge(err error) bool {
+	if apierrors.IsRequestEntityTooLargeError(err) {
+		return true
+	}
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) || !apierrors.IsInternalError(err) {
+		return false
+	}
+	return strings.Contains(status.Status().Message, etcdRequestTooLarge)
+}
+
+// etcdRequestTooLarge is etcd's rpctypes.ErrRequestTooLarge as the API server reports
+// it (a test checks it against etcd's constant).
+const etcdRequestTooLarge = "etcdserver: request is too large"

@@ -1,0 +1,96 @@
+package healthloop
+
+import (
+	"maps"
+)
+
+// releaseMemory is everything the loop keeps in memory about one Release between passes
+// (docs/design.md, "In-memory state"). Only the attempt counts are kept there by design
+// (a restart loses them, and the backoff starts at 2s again); the rest is kept for speed
+// or to bridge a cache that lags behind this process's own writes, and a restart that
+// loses it costs at most one extra write or one extra sync request. One struct per
+// Release, so forgetting a Release is one delete and a new field cannot leak.
+type releaseMemory struct {
+	// attempts holds the attempt count of each pending target of the re-check backoff
+	// (recheck.go).
+	attempts map[string]int
+	// wakeArmed: the pass owes a sync request that was not sent yet (owed.go).
+	wakeArmed bool
+	// owed is what this process knows about the inventory's record of an owed sync
+	// request (owed.go).
+	owed owedState
+	// written is the Healthy condition this process last applied (writeHealth), which a
+	// lagging cache may not show yet; nil before the first.
+	written *writtenHealth
+	// entriesSum is a digest of the entries this process last applied
+	// (writeInventoryHealth); valid when entriesWritten.
+	entriesSum     uint64
+	entriesWritten bool
+}
+
+// empty reports whether m holds nothing worth keeping.
+func (m *releaseMemory) empty() bool {
+	return len(m.attempts) == 0 && !m.wakeArmed && m.owed == (owedState{}) && m.written == nil && !m.entriesWritten
+}
+
+// remember runs fn on the memory of the Release key under h.mu (made on first use, and
+// dropped again when fn leaves it empty).
+func (h *HealthController) remember(key string, fn func(m *releaseMemory)) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	m := h.memory[key]
+	if m == nil {
+		m = &releaseMemory{}
+	}
+	fn(m)
+	if m.empty() {
+		delete(h.memory, key)
+		return
+	}
+	if h.memory == nil {
+		h.memory = map[string]*releaseMemory{}
+	}
+	h.memory[key] = m
+}
+
+// recall returns a copy of the memory of the Release key (the zero value when there is
+// none); the attempt counts are copied too.
+func (h *HealthController) recall(key string) releaseMemory {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	m := h.memory[key]
+	if m == nil {
+		return releaseMemory{}
+	}
+	out := *m
+	out.attempts = maps.Clone(m.attempts)
+	return out
+}
+
+// forget drops the in-memory state of the Release key: it is gone, or its shard moved
+// to another replica. What the loop remembers of its Cluster goes with forgetCluster.
+func (h *HealthController) forget(key string) {
+	h.untrackTargets(key)
+	h.forgetFair(key)
+	h.events.forget(key)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.memory, key)
+}
+
+// remembered counts what the loop holds in memory, per Release and per Cluster, for
+// tests: after the last Release is gone both are zero.
+func (h *HealthController) remembered() (releases, clusters int) {
+	h.mu.Lock()
+	releases = max(len(h.memory), len(h.clusterOf))
+	clusters = max(len(h.clusterRefs), len(h.lastShard))
+	h.mu.Unlock()
+	er, ec := h.events.size()
+	h.fair.mu.Lock()
+	fr := len(h.fair.cut)
+	h.fair.mu.Unlock()
+	h.targets.mu.Lock()
+	tr := len(h.targets.releases)
+	h.targets.mu.Unlock()
+	return max(releases, er, fr, tr), max(clusters, ec)
+}
