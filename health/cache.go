@@ -30,8 +30,8 @@ type EvaluatorCache struct {
 	entries *lru.Cache // key → *cacheEntry
 	// generations is the newest generation seen of each set (kind/namespace/name/uid),
 	// and keys the cache keys that use each set, so a change drops them.
-	generations map[string]string
-	keys        map[string]map[string]bool
+	generations map[setID]setGen
+	keys        map[setID]map[string]bool
 	// compiles counts the compilations, for tests and metrics.
 	compiles int
 }
@@ -40,7 +40,7 @@ type EvaluatorCache struct {
 type cacheEntry struct {
 	ev  *Evaluator
 	err error
-	ids []string
+	ids []setID
 }
 
 // NewEvaluatorCache returns a cache of at most size selections (DefaultCacheSize when
@@ -49,7 +49,7 @@ func NewEvaluatorCache(size int) *EvaluatorCache {
 	if size < 1 {
 		size = DefaultCacheSize
 	}
-	c := &EvaluatorCache{generations: map[string]string{}, keys: map[string]map[string]bool{}}
+	c := &EvaluatorCache{generations: map[setID]setGen{}, keys: map[setID]map[string]bool{}}
 	c.entries = lru.NewWithEvictionFunc(size, func(key lru.Key, value any) {
 		c.forgetKey(key.(string), value.(*cacheEntry))
 	})
@@ -104,11 +104,14 @@ func (c *EvaluatorCache) Len() int {
 
 // dropStale records the generations of the sets of a selection and removes every entry
 // compiled from another generation of one of them. c.mu is held.
-func (c *EvaluatorCache) dropStale(ids, gens []string) {
+func (c *EvaluatorCache) dropStale(ids []setID, gens []setGen) {
 	for i, id := range ids {
 		old, seen := c.generations[id]
+		if seen && old == gens[i] {
+			continue // the steady case: nothing to write
+		}
 		c.generations[id] = gens[i]
-		if !seen || old == gens[i] {
+		if !seen {
 			continue
 		}
 		for key := range c.keys[id] {
@@ -127,38 +130,68 @@ func (c *EvaluatorCache) forgetKey(key string, e *cacheEntry) {
 	}
 }
 
+// setID is the identity of a selected set: kind, namespace, name and uid.
+type setID struct {
+	kind, namespace, name, uid string
+}
+
+// setGen is the version of a selected set: its metadata.generation, or, for a set
+// without one, text (its resourceVersion, else its rules' content).
+type setGen struct {
+	generation int64
+	text       string
+}
+
 // selectionKey returns the cache key of a selection and, per set, its identity and
-// generation. The generation is metadata.generation; a set without one (never stored
-// by an API server) falls back to its resourceVersion, then to its rules' text, so a
-// change is never missed.
-func selectionKey(global []extv1alpha1.GlobalHealthRuleSet, local []extv1alpha1.HealthRuleSet) (string, []string, []string) {
-	ids := make([]string, 0, len(global)+len(local))
-	gens := make([]string, 0, len(global)+len(local))
-	var b strings.Builder
-	add := func(kind, namespace, name, uid string, generation int64, resourceVersion string, rules []extv1alpha1.RuleSpec) {
-		id := kind + "/" + namespace + "/" + name + "/" + uid
-		gen := "g" + strconv.FormatInt(generation, 10)
+// version. The version is metadata.generation; a set without one (never stored by an API
+// server) falls back to its resourceVersion, then to its rules' text, so a change is
+// never missed. The key is built without quoting: every string in it is preceded by its
+// length, so two different selections never share a key. It runs on every Get (every
+// pass of every Release), so it costs one allocation for the key whatever the number of
+// sets, besides the two slices.
+func selectionKey(global []extv1alpha1.GlobalHealthRuleSet, local []extv1alpha1.HealthRuleSet) (string, []setID, []setGen) {
+	n := len(global) + len(local)
+	ids := make([]setID, 0, n)
+	gens := make([]setGen, 0, n)
+	size := 0
+	for i := range global {
+		size += 48 + len(global[i].Name) + len(global[i].UID)
+	}
+	for i := range local {
+		size += 48 + len(local[i].Namespace) + len(local[i].Name) + len(local[i].UID)
+	}
+	b := make([]byte, 0, size)
+	str := func(s string) {
+		b = strconv.AppendInt(b, int64(len(s)), 10)
+		b = append(b, ':')
+		b = append(b, s...)
+	}
+	add := func(kind byte, id setID, generation int64, resourceVersion string, rules []extv1alpha1.RuleSpec) {
+		gen := setGen{generation: generation}
 		if generation == 0 {
-			gen = "rv" + resourceVersion
+			gen.text = "rv" + resourceVersion
 			if resourceVersion == "" {
-				gen = "rules" + rulesText(rules)
+				gen.text = "rules" + rulesText(rules)
 			}
 		}
 		ids, gens = append(ids, id), append(gens, gen)
-		b.WriteString(strconv.Quote(id))
-		b.WriteByte('@')
-		b.WriteString(strconv.Quote(gen))
-		b.WriteByte(';')
+		b = append(b, kind)
+		str(id.namespace)
+		str(id.name)
+		str(id.uid)
+		b = strconv.AppendInt(b, generation, 10)
+		b = append(b, '/')
+		str(gen.text)
 	}
 	for i := range global {
 		s := &global[i]
-		add(KindGlobalHealthRuleSet, "", s.Name, string(s.UID), s.Generation, s.ResourceVersion, s.Spec.Rules)
+		add('G', setID{KindGlobalHealthRuleSet, "", s.Name, string(s.UID)}, s.Generation, s.ResourceVersion, s.Spec.Rules)
 	}
 	for i := range local {
 		s := &local[i]
-		add(KindHealthRuleSet, s.Namespace, s.Name, string(s.UID), s.Generation, s.ResourceVersion, s.Spec.Rules)
+		add('L', setID{KindHealthRuleSet, s.Namespace, s.Name, string(s.UID)}, s.Generation, s.ResourceVersion, s.Spec.Rules)
 	}
-	return b.String(), ids, gens
+	return string(b), ids, gens
 }
 
 // rulesText is the content of rules, for sets that have neither a generation nor a

@@ -111,3 +111,28 @@ func TestEvaluatorCacheLocalSets(t *testing.T) {
 	assertResult(t, ev1.Evaluate("v1", "configmaps", nil), health.Fail, "ns1")
 	assertResult(t, ev2.Evaluate("v1", "configmaps", nil), health.Fail, "ns2")
 }
+
+// TestEvaluatorCacheKeyUnambiguous: selections whose names, uids and generations run
+// together the same way are different selections.
+func TestEvaluatorCacheKeyUnambiguous(t *testing.T) {
+	t.Parallel()
+	c := health.NewEvaluatorCache(0)
+	fails := func(name, uid string, generation int64) extv1alpha1.GlobalHealthRuleSet {
+		return stored(globalSet(name, nil, configMapRule("false", "'"+name+"/"+uid+"'")), uid, generation)
+	}
+	selections := [][]extv1alpha1.GlobalHealthRuleSet{
+		{fails("ab", "c", 1)}, {fails("a", "bc", 1)}, {fails("a", "b", 11)}, {fails("a", "b1", 1)},
+		{fails("a", "", 1), fails("b", "", 1)}, {fails("a", "b", 1)},
+	}
+	for i, sel := range selections {
+		ev, err := c.Get(sel, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := sel[0].Name + "/" + string(sel[0].UID)
+		assertResult(t, ev.Evaluate("v1", "configmaps", nil), health.Fail, want)
+		if c.Compiles() != i+1 {
+			t.Errorf("selection %d: %d compilations, want %d", i, c.Compiles(), i+1)
+		}
+	}
+}
