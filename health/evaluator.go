@@ -131,6 +131,10 @@ type compiledRule struct {
 	generalMsg string      // message when message is nil or does not give a string
 	failed     *Decider    // DecidedBy of a Fail
 	errored    *Decider    // DecidedBy of an Error
+	// apiVersionTerms are the leading terms of a wildcard rule's ruleExpression that
+	// read only object.apiVersion (decide.go); nil for exact rules and for rules
+	// without such terms.
+	apiVersionTerms []cel.Program
 }
 
 // wildcardRule is a rule whose apiVersion is a pattern or whose resources hold "*".
@@ -164,8 +168,17 @@ type Evaluator struct {
 	wildcard []*wildcardRule // in the evaluator's order
 	count    int             // rules compiled so far, the next seq
 
-	resolved  sync.Map // matchKey → []*compiledRule, only when wildcard is not empty
+	resolved  sync.Map // matchKey → matched, only when wildcard is not empty
 	nResolved atomic.Int64
+}
+
+// matched is the rules that apply to an (apiVersion, resource) pair, in the evaluator's
+// order, and which of them are decided at match time (decide.go).
+type matched struct {
+	rules []*compiledRule
+	// passes[i] says that rules[i] passes every object of the pair whose apiVersion
+	// field is the pair's apiVersion; nil when no rule is decided.
+	passes []bool
 }
 
 // NewEvaluator compiles every rule of the given sets once, in the order of docs/design.md,
@@ -226,7 +239,7 @@ func (e *Evaluator) addSet(env *celEnv, kind, namespace, name string, rules []ex
 			return &CompileError{Kind: kind, Namespace: namespace, Name: name, RuleIndex: i,
 				Field: field, Expression: expr, Err: err}
 		}
-		rule, err := compile(env, spec.RuleExpression)
+		rule, checked, err := compileChecked(env, spec.RuleExpression)
 		if err != nil {
 			return fail(FieldRuleExpression, spec.RuleExpression, err)
 		}
@@ -241,6 +254,9 @@ func (e *Evaluator) addSet(env *celEnv, kind, namespace, name string, rules []ex
 		e.count++
 		pattern, _ := ParseAPIVersionPattern(spec.APIVersion)
 		if pattern.IsWildcard() || slices.Contains(spec.Resources, Wildcard) {
+			if cr.apiVersionTerms, err = apiVersionTerms(env, checked); err != nil {
+				return fail(FieldRuleExpression, spec.RuleExpression, err)
+			}
 			w := &wildcardRule{rule: cr, apiVersion: pattern, resources: map[string]bool{}}
 			for _, resource := range spec.Resources {
 				w.anyResource = w.anyResource || resource == Wildcard
@@ -264,40 +280,53 @@ func (e *Evaluator) addSet(env *celEnv, kind, namespace, name string, rules []ex
 
 // rulesFor returns the rules that apply to an (apiVersion, resource) pair, in the
 // evaluator's order. The result is shared and must not be modified.
-func (e *Evaluator) rulesFor(key matchKey) []*compiledRule {
+func (e *Evaluator) rulesFor(key matchKey) matched {
 	if len(e.wildcard) == 0 {
-		return e.exact[key]
+		return matched{rules: e.exact[key]}
 	}
 	if v, ok := e.resolved.Load(key); ok {
-		return v.([]*compiledRule)
+		return v.(matched)
 	}
-	rules := e.resolve(key)
+	m := e.resolve(key)
 	if e.nResolved.Load() < maxResolved {
-		if _, loaded := e.resolved.LoadOrStore(key, rules); !loaded {
+		if _, loaded := e.resolved.LoadOrStore(key, m); !loaded {
 			e.nResolved.Add(1)
 		}
 	}
-	return rules
+	return m
 }
 
 // resolve merges the exact rules of key with the wildcard rules that match it, both
-// already in the evaluator's order.
-func (e *Evaluator) resolve(key matchKey) []*compiledRule {
+// already in the evaluator's order, and decides the wildcard rules that its apiVersion
+// lets through (decide.go).
+func (e *Evaluator) resolve(key matchKey) matched {
 	exact := e.exact[key]
-	var rules []*compiledRule
+	var m matched
 	for _, w := range e.wildcard {
 		if !w.matches(key) {
 			continue
 		}
 		for len(exact) > 0 && exact[0].seq < w.rule.seq {
-			rules, exact = append(rules, exact[0]), exact[1:]
+			m.rules, exact = append(m.rules, exact[0]), exact[1:]
 		}
-		rules = append(rules, w.rule)
+		if w.rule.passesAll(key.apiVersion) {
+			if m.passes == nil {
+				m.passes = make([]bool, len(m.rules), len(m.rules)+1)
+			}
+			m.passes = append(m.passes, true)
+		} else if m.passes != nil {
+			m.passes = append(m.passes, false)
+		}
+		m.rules = append(m.rules, w.rule)
 	}
-	if rules == nil {
-		return exact // no wildcard applies: share the exact list
+	if m.rules == nil {
+		return matched{rules: exact} // no wildcard applies: share the exact list
 	}
-	return append(rules, exact...)
+	m.rules = append(m.rules, exact...)
+	if m.passes != nil {
+		m.passes = append(m.passes, make([]bool, len(exact))...)
+	}
+	return m
 }
 
 // RulesApplied returns the number of rules that apply to objects of an apiVersion
@@ -305,7 +334,7 @@ func (e *Evaluator) resolve(key matchKey) []*compiledRule {
 // whose apiVersion (or apiVersion pattern) and resources (or "*") match. 0 means that no
 // selected rule judges such objects.
 func (e *Evaluator) RulesApplied(apiVersion, resource string) int {
-	return len(e.rulesFor(matchKey{apiVersion: apiVersion, resource: resource}))
+	return len(e.rulesFor(matchKey{apiVersion: apiVersion, resource: resource}).rules)
 }
 
 // compile parses and type-checks expr in Kubernetes' base environment and plans it with
@@ -318,12 +347,27 @@ func (e *Evaluator) RulesApplied(apiVersion, resource string) int {
 // returns a non-bool an evaluation error and a non-string messageExpression the general
 // message, so Evaluate checks the values it gets instead.
 func compile(env *celEnv, expr string) (cel.Program, error) {
+	prg, _, err := compileChecked(env, expr)
+	return prg, err
+}
+
+// compileChecked is compile that also returns the checked expression.
+func compileChecked(env *celEnv, expr string) (cel.Program, *celast.AST, error) {
 	ast, iss := env.compile.Compile(expr)
 	if iss.Err() != nil {
-		return nil, iss.Err()
+		return nil, nil, iss.Err()
 	}
-	guard := guardDecorator(env.overloads, hasComprehension(ast.NativeRep().Expr()))
-	prg, err := env.plan.PlanProgram(ast.NativeRep(), cel.CustomDecoratorV2(guard), cel.InterruptCheckFrequency(interruptCheckFrequency))
+	prg, err := plan(env, ast.NativeRep())
+	if err != nil {
+		return nil, nil, err
+	}
+	return prg, ast.NativeRep(), nil
+}
+
+// plan plans a checked expression with the call guard (see compile).
+func plan(env *celEnv, checked *celast.AST) (cel.Program, error) {
+	guard := guardDecorator(env.overloads, hasComprehension(checked.Expr()))
+	prg, err := env.plan.PlanProgram(checked, cel.CustomDecoratorV2(guard), cel.InterruptCheckFrequency(interruptCheckFrequency))
 	if err != nil {
 		return nil, fmt.Errorf("planning the program: %w", err)
 	}
@@ -389,21 +433,34 @@ func (e *Evaluator) EvaluateContext(ctx context.Context, apiVersion, resource st
 // evaluate is Evaluate, stopped once ctx (when not nil) is done, and charging m (when
 // not nil; meter.go) with the cost of every expression.
 func (e *Evaluator) evaluate(ctx context.Context, m *meterCall, apiVersion, resource string, object map[string]any) (Result, error) {
-	rules := e.rulesFor(matchKey{apiVersion: apiVersion, resource: resource})
+	match := e.rulesFor(matchKey{apiVersion: apiVersion, resource: resource})
+	rules := match.rules
 	if len(rules) == 0 {
 		return passedResult(0), nil
 	}
 	act := activations.Get().(*evalActivation)
 	defer activations.Put(act)
-	act.object = ruleView(object)
+	view := ruleView(object)
+	act.object = view
 	act.meter = m
 	defer func() { act.object, act.meter = nil, nil }()
-	for _, r := range rules {
+	// Rules decided at match time pass this object when its apiVersion field is the
+	// one they were decided for (decide.go).
+	decided := match.passes
+	if decided != nil {
+		if v, _ := view["apiVersion"].(string); v != apiVersion {
+			decided = nil
+		}
+	}
+	for i, r := range rules {
 		if ctx != nil && ctx.Err() != nil {
 			return Result{}, ctx.Err()
 		}
 		if m.exhausted() {
 			return Result{}, ErrBudgetExhausted
+		}
+		if decided != nil && decided[i] {
+			continue
 		}
 		out, err := run(ctx, r.rule, act)
 		if ctx != nil && ctx.Err() != nil {

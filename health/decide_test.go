@@ -1,0 +1,195 @@
+package health
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
+	"github.com/kumodo/convoy-observer/health/manifest"
+)
+
+// TestAPIVersionTerms: which leading terms of a ruleExpression read only the apiVersion.
+func TestAPIVersionTerms(t *testing.T) {
+	t.Parallel()
+	env, err := newEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		expr string
+		want int
+	}{
+		// The generic set's exclusion of built-in kinds.
+		{"!dyn(object).apiVersion.contains('.') || dyn(object).apiVersion.contains('.k8s.io/') || dyn(object).?status.?ready.orValue(false) == true", 2},
+		{"object.apiVersion == 'v1' || object.status.ready == true", 1},
+		{"(object.apiVersion == 'v1' || object.apiVersion.startsWith('apps/')) || object.status.ready == true", 2},
+		{"object.?apiVersion.orValue('') == 'v1' || has(object.apiVersion) || object.kind == 'Pod'", 2},
+		{"object['apiVersion'] == 'v1' || object.kind == 'Pod'", 0},                    // an index is not read as a select
+		{"object.status.ready == true || object.apiVersion == 'v1'", 0},                // not leading: evaluated first
+		{"object.apiVersion == 'v1' && object.kind == 'Pod' || object.kind == 'X'", 0}, // the first term reads kind
+		{"[object].exists(o, o.apiVersion == 'v1') || object.kind == 'X'", 0},          // a comprehension
+		{"object == {} || object.apiVersion == 'v1'", 0},                               // object read whole
+		{"type(object.apiVersion) == string || object.kind == 'X'", 1},                 // a type name is a constant
+		{"object.apiVersion == 'v1'", 0},                                               // nothing else to skip
+		{"object.metadata.apiVersion == 'v1' || object.kind == 'X'", 0},                // another apiVersion field
+	}
+	for _, tc := range cases {
+		_, checked, err := compileChecked(env, tc.expr)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.expr, err)
+		}
+		terms, err := apiVersionTerms(env, checked)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.expr, err)
+		}
+		if len(terms) != tc.want {
+			t.Errorf("%s: %d apiVersion terms, want %d", tc.expr, len(terms), tc.want)
+		}
+	}
+}
+
+// TestDecidedRulesAgree: with convoy-defaults, every set of the rule library and the
+// generic set selected, every fixture object gets exactly the Result it gets when no
+// rule is decided at match time, under its own apiVersion and under others (so the
+// wildcard rules meet built-in and custom apiVersions), and with its apiVersion field
+// missing or not a string.
+func TestDecidedRulesAgree(t *testing.T) {
+	t.Parallel()
+	var global []extv1alpha1.GlobalHealthRuleSet
+	ruleFiles, _ := filepath.Glob("library/*.yaml")
+	for _, path := range append(ruleFiles, "convoy-defaults.yaml", "generic.yaml") {
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, _, err := manifest.DecodeRuleSets(f)
+		f.Close()
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		global = append(global, g...)
+	}
+	decided, err := NewEvaluator(global, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := NewEvaluator(global, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	withTerms := 0
+	for _, w := range plain.wildcard {
+		if len(w.rule.apiVersionTerms) > 0 {
+			withTerms++
+		}
+		w.rule.apiVersionTerms = nil
+	}
+	if withTerms == 0 {
+		t.Fatal("no wildcard rule has apiVersion terms: the generic set's exclusion is no longer decided at match time")
+	}
+
+	var objects []map[string]any
+	dirs, _ := filepath.Glob("library/testdata/*")
+	for _, dir := range append(dirs, "../testdata/objects", "../testdata/gitops-engine-health") {
+		files, _ := filepath.Glob(dir + "/*.yaml")
+		for _, path := range files {
+			f, err := os.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			objs, err := manifest.DecodeObjects(f)
+			f.Close()
+			if err != nil {
+				continue // the fixture strict decoding rejects, and cases.yaml
+			}
+			for i := range objs {
+				objects = append(objects, objs[i].Object)
+			}
+		}
+	}
+	if len(objects) < 300 {
+		t.Fatalf("%d objects: the corpus went missing", len(objects))
+	}
+	variants := func(obj map[string]any) []map[string]any {
+		missing, number := map[string]any{}, map[string]any{}
+		for k, v := range obj {
+			missing[k], number[k] = v, v
+		}
+		delete(missing, "apiVersion")
+		number["apiVersion"] = int64(1)
+		return []map[string]any{obj, missing, number}
+	}
+	compared, skipped := 0, 0
+	for _, obj := range objects {
+		own, _ := obj["apiVersion"].(string)
+		kind, _ := obj["kind"].(string)
+		resource := strings.ToLower(kind) + "s"
+		for _, apiVersion := range []string{own, "v1", "apps/v1", "example.com/v1", "pkg.crossplane.io/v1"} {
+			for _, o := range variants(obj) {
+				want := plain.Evaluate(apiVersion, resource, o)
+				got := decided.Evaluate(apiVersion, resource, o)
+				if !sameVerdict(got, want) {
+					t.Errorf("%s %s/%v as %s: decided %+v %+v, evaluated %+v %+v", kind, own, nameOf(o), apiVersion,
+						got, got.DecidedBy, want, want.DecidedBy)
+				}
+				compared++
+			}
+		}
+		if match := decided.rulesFor(matchKey{own, resource}); match.passes != nil {
+			skipped++
+		}
+	}
+	if skipped == 0 {
+		t.Error("no object met a rule decided at match time")
+	}
+	t.Logf("%d evaluations compared, %d objects with a decided rule", compared, skipped)
+}
+
+// sameVerdict compares two Results, the rule that decided included.
+func sameVerdict(a, b Result) bool {
+	if (a.DecidedBy == nil) != (b.DecidedBy == nil) || (a.DecidedBy != nil && *a.DecidedBy != *b.DecidedBy) {
+		return false
+	}
+	a.DecidedBy, b.DecidedBy = nil, nil
+	return a == b
+}
+
+// TestDecidedRuleCostsNothing: the generic set's rule passes a built-in object without
+// an evaluation (nothing charged to the Meter) and still counts as applied; a custom
+// resource, or a built-in object whose apiVersion field is not the one it is evaluated
+// under, is evaluated.
+func TestDecidedRuleCostsNothing(t *testing.T) {
+	t.Parallel()
+	f, err := os.Open("generic.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, _, err := manifest.DecodeRuleSets(f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := NewEvaluator(g, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := map[string]any{"apiVersion": "v1", "kind": "Pod", "status": map[string]any{
+		"conditions": []any{map[string]any{"type": "Ready", "status": "False"}}}}
+	r, usage, err := ev.EvaluateMetered(nil, nil, "v1", "pods", pod)
+	if err != nil || r.Outcome != Pass || r.RulesApplied != 1 || usage.Cost != 0 {
+		t.Errorf("built-in Pod: %+v, cost %d, %v; want Pass, 1 rule applied, cost 0", r, usage.Cost, err)
+	}
+	widget := map[string]any{"apiVersion": "example.com/v1", "kind": "Widget", "metadata": map[string]any{},
+		"status": map[string]any{"conditions": []any{map[string]any{"type": "Ready", "status": "False"}}}}
+	r, usage, err = ev.EvaluateMetered(nil, nil, "example.com/v1", "widgets", widget)
+	if err != nil || r.Outcome != Fail || r.RulesApplied != 1 || usage.Cost == 0 {
+		t.Errorf("custom resource: %+v, cost %d, %v; want Fail, 1 rule applied, a cost", r, usage.Cost, err)
+	}
+	// Evaluated under v1 but saying example.com/v1: the rule runs and fails it.
+	r, usage, err = ev.EvaluateMetered(nil, nil, "v1", "widgets", widget)
+	if err != nil || r.Outcome != Fail || usage.Cost == 0 {
+		t.Errorf("custom resource evaluated as v1: %+v, cost %d, %v; want Fail, a cost", r, usage.Cost, err)
+	}
+}
