@@ -170,6 +170,8 @@ var resources = map[string]string{
 	// OpenKruise
 	"CloneSet": "clonesets", "DaemonSet": "daemonsets", "BroadcastJob": "broadcastjobs",
 	"AdvancedCronJob": "advancedcronjobs", "GameServer": "gameservers", "GameServerSet": "gameserversets",
+	// KServe
+	"InferenceService": "inferenceservices",
 }
 
 func readObject(t *testing.T, path string) *unstructured.Unstructured {

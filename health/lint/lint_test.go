@@ -105,6 +105,7 @@ var thirdPartyGroups = []string{
 	"image.toolkit.fluxcd.io", "kustomize.toolkit.fluxcd.io", "notification.toolkit.fluxcd.io", "source.toolkit.fluxcd.io",
 	"policy.open-cluster-management.io",
 	"promoter.argoproj.io",
+	"serving.kserve.io",
 	"cluster.x-k8s.io", "addons.cluster.x-k8s.io", "controlplane.cluster.x-k8s.io",
 	"work.karmada.io",
 	"lifecycle.keptn.sh", "metrics.keptn.sh",
