@@ -79,7 +79,7 @@ func (h *HealthController) assess(ctx context.Context, rel *v1alpha1.Release, pi
 	})
 	evaluator, err := h.Evaluators.Get(global, local)
 	if err != nil {
-		return nil, fmt.Errorf("%s%w", compileErrorText, err)
+		return nil, err // a *health.CompileError: assessFailed names its kind
 	}
 	// 3. The inventory (read once for the whole pass).
 	a := &assessment{}

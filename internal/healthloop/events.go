@@ -15,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
-	"github.com/kumodo/convoy-observer/health"
 	"github.com/kumodo/convoy-observer/internal/clustercache"
 	"github.com/kumodo/convoy-observer/internal/controller/base"
 )
@@ -137,51 +136,6 @@ func (s *eventState) markDown(key string, down bool) bool {
 	}
 	return was != down
 }
-
-// conditionKind sorts the Healthy condition hs of this pass for edge detection: its
-// reason, except that a failed assessment is told apart by its typed cause (the cluster
-// is unreachable: clustercache.ErrClusterNotConnected; rules do not compile: *health.CompileError,
-// with the message, so another broken rule is a new edge; anything else).
-func conditionKind(hs healthStatus) string {
-	if hs.cause == nil {
-		return hs.reason
-	}
-	var compileErr *health.CompileError
-	switch {
-	case errors.Is(hs.cause, clustercache.ErrClusterNotConnected):
-		return EventClusterUnreachable
-	case errors.As(hs.cause, &compileErr):
-		// As written to the condition (one line), so the kind of this pass compares
-		// equal to the one priorKind reads back from the Release.
-		return EventRulesInvalid + ":" + truncateCondition(hs.message)
-	}
-	return EventAssessmentFailed
-}
-
-// priorKind is conditionKind of a condition read back from the Release, which keeps no
-// cause: a failed assessment's message is assessFailedPrefix followed by its cause's
-// text, and the causes that conditionKind tells apart carry the texts of the same
-// constants (clustercache.ErrClusterNotConnected, compileErrorText) that wrap them.
-func priorKind(c *metav1.Condition) string {
-	if c.Reason != v1alpha1.ReasonUnknown || !strings.HasPrefix(c.Message, assessFailedPrefix) {
-		return c.Reason
-	}
-	cause := strings.TrimPrefix(c.Message, assessFailedPrefix)
-	switch {
-	case strings.HasPrefix(cause, compileErrorText): // first: a rule may quote any text
-		return EventRulesInvalid + ":" + c.Message
-	case strings.Contains(cause, clustercache.ErrClusterNotConnected.Error()):
-		return EventClusterUnreachable
-	}
-	return EventAssessmentFailed
-}
-
-// assessFailedPrefix starts the condition message of a failed assessment.
-const assessFailedPrefix = "assessment failed: "
-
-// compileErrorText starts the error of an assessment that failed on a rule set that
-// does not compile (assess wraps the *health.CompileError with it).
-const compileErrorText = "compiling health rules: "
 
 // recordHealthEvents records the Event of the edge of rel's Healthy condition from prev
 // (as read at the start of the pass; nil for none) to hs, after hs was written; a is the

@@ -134,13 +134,6 @@ func notConfigured(*v1alpha1.Release) healthStatus {
 		message: "spec.healthAssessment is not set", summary: &v1alpha1.HealthSummary{}}
 }
 
-// assessFailed is the status when assess returned err: Unknown, with the previous
-// healthSummary kept.
-func assessFailed(rel *v1alpha1.Release, err error) healthStatus {
-	return healthStatus{status: metav1.ConditionUnknown, reason: v1alpha1.ReasonUnknown,
-		message: assessFailedPrefix + err.Error(), summary: rel.Status.HealthSummary.DeepCopy(), cause: err}
-}
-
 // healthStatus derives the Healthy condition from the entries (docs/design.md, "Healthy
 // condition"), in the table's order.
 func (a *assessment) healthStatus(rel *v1alpha1.Release) healthStatus {
