@@ -276,7 +276,7 @@ func TestDefault(t *testing.T) {
 		want.add(namespace, "coordination.k8s.io", []string{"leases"}, "get", "create", "update")
 		want.add(namespace, "", []string{"events"}, "create", "patch")
 		want.add(namespace, "events.k8s.io", []string{"events"}, "create", "patch")
-		want.add("", "syncapi.convoy.kumodo.io", []string{"releases/sync"}, "create") // wake-ups
+		want.add("", "subresources.convoy.kumodo.io", []string{"releases/sync"}, "create") // wake-ups
 		got.mustEqual(t, want)
 
 		// Spelled out, though mustEqual implies them.
@@ -340,8 +340,8 @@ func TestDefault(t *testing.T) {
 
 	t.Run("user roles", func(t *testing.T) {
 		for name, want := range map[string]rbacv1.PolicyRule{
-			"convoy-release-sync":          {APIGroups: []string{"syncapi.convoy.kumodo.io"}, Resources: []string{"releases/sync"}, Verbs: []string{"create"}},
-			"convoy-release-health-reader": {APIGroups: []string{"syncapi.convoy.kumodo.io"}, Resources: []string{"releases/health"}, Verbs: []string{"get"}},
+			"convoy-release-sync":          {APIGroups: []string{"subresources.convoy.kumodo.io"}, Resources: []string{"releases/sync"}, Verbs: []string{"create"}},
+			"convoy-release-health-reader": {APIGroups: []string{"subresources.convoy.kumodo.io"}, Resources: []string{"releases/health"}, Verbs: []string{"get"}},
 		} {
 			var cr rbacv1.ClusterRole
 			objs.get(t, "ClusterRole", "", name).decode(t, &cr)
@@ -411,7 +411,7 @@ func TestDefault(t *testing.T) {
 		}
 		checkSelects(t, &metav1.LabelSelector{MatchLabels: svc.Spec.Selector}, d)
 
-		as := objs.get(t, "APIService", "", "v1alpha1.syncapi.convoy.kumodo.io")
+		as := objs.get(t, "APIService", "", "v1alpha1.subresources.convoy.kumodo.io")
 		var apiService struct {
 			Spec struct {
 				Group, Version        string
@@ -427,7 +427,7 @@ func TestDefault(t *testing.T) {
 			t.Fatal(err)
 		}
 		s := apiService.Spec
-		if s.Group != "syncapi.convoy.kumodo.io" || s.Version != "v1alpha1" {
+		if s.Group != "subresources.convoy.kumodo.io" || s.Version != "v1alpha1" {
 			t.Errorf("APIService group/version = %s/%s", s.Group, s.Version)
 		}
 		if s.Service.Name != svc.Name || s.Service.Namespace != svc.Namespace || s.Service.Port != svc.Spec.Ports[0].Port {

@@ -1,8 +1,8 @@
 // Command convoy-api serves the Release subresources of convoy-observer as an aggregated
 // API server on k8s.io/apiserver (package internal/syncapi/apiserver):
 //
-//	POST /apis/syncapi.convoy.kumodo.io/v1alpha1/namespaces/{ns}/releases/{name}/sync
-//	GET  /apis/syncapi.convoy.kumodo.io/v1alpha1/namespaces/{ns}/releases/{name}/health
+//	POST /apis/subresources.convoy.kumodo.io/v1alpha1/namespaces/{ns}/releases/{name}/sync
+//	GET  /apis/subresources.convoy.kumodo.io/v1alpha1/namespaces/{ns}/releases/{name}/health
 //
 // (docs/design.md, "Sync and health endpoints": HTTPS only, with delegated
 // authentication and authorization), plus discovery, /openapi/v2 and /openapi/v3,

@@ -125,8 +125,8 @@ loop last wrote for each, and its lifecycle hooks. Nothing is assessed on the wa
 
 The request goes to the kube-apiserver of the kubeconfig, as its user, and the
 kube-apiserver passes it on to convoy-api (the APIService
-v1alpha1.syncapi.convoy.kumodo.io): the user needs get on releases/health in group
-syncapi.convoy.kumodo.io (the ClusterRole convoy-release-health-reader). --api-url
+v1alpha1.subresources.convoy.kumodo.io): the user needs get on releases/health in group
+subresources.convoy.kumodo.io (the ClusterRole convoy-release-health-reader). --api-url
 sends it to convoy-api directly instead, which authenticates and authorizes it the same
 way.
 

@@ -60,7 +60,7 @@ pre   Job   demo       pre-1     Succeeded  2026-01-02T03:00:00Z  2026-01-02T03:
 // GET …/releases/empty/health with an empty result, and 404 otherwise.
 func healthServer(t *testing.T) *httptest.Server {
 	t.Helper()
-	const prefix = "/apis/syncapi.convoy.kumodo.io/v1alpha1/namespaces/"
+	const prefix = "/apis/subresources.convoy.kumodo.io/v1alpha1/namespaces/"
 	srv := httptest.NewServer(&authRecorder{next: func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		switch {

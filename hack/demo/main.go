@@ -120,7 +120,7 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 	if err := os.MkdirAll(pki, 0o700); err != nil {
 		return err
 	}
-	// The aggregation layer: the kube-apiserver proxies syncapi.convoy.kumodo.io to
+	// The aggregation layer: the kube-apiserver proxies subresources.convoy.kumodo.io to
 	// convoy-api, as in a real cluster.
 	agg, err := testenv.NewAggregation(pki)
 	if err != nil {

@@ -18,8 +18,8 @@ import (
 //
 // By default (BaseURL empty) the requests go to Config.Host, the kube-apiserver, which
 // authenticates the caller, authorizes the request (verb create on releases/sync, get on
-// releases/health in group syncapi.convoy.kumodo.io) and proxies it to convoy-api
-// through the APIService v1alpha1.syncapi.convoy.kumodo.io. With BaseURL set, the
+// releases/health in group subresources.convoy.kumodo.io) and proxies it to convoy-api
+// through the APIService v1alpha1.subresources.convoy.kumodo.io. With BaseURL set, the
 // requests go straight to convoy-api at that URL, with the credentials of Config, and
 // convoy-api authenticates and authorizes them itself (DirectConfig builds such a config).
 //

@@ -3,11 +3,11 @@
 // the Client that the health loop and convoyctl use to call them.
 //
 // The paths are laid out as an aggregated API, so that an APIService for
-// syncapi.convoy.kumodo.io/v1alpha1 can put them behind the kube-apiserver:
+// subresources.convoy.kumodo.io/v1alpha1 can put them behind the kube-apiserver:
 //
-//	POST /apis/syncapi.convoy.kumodo.io/v1alpha1/namespaces/{ns}/releases/{name}/sync
-//	GET  /apis/syncapi.convoy.kumodo.io/v1alpha1/namespaces/{ns}/releases/{name}/health
-//	GET  /apis/syncapi.convoy.kumodo.io/v1alpha1   (discovery: an APIResourceList)
+//	POST /apis/subresources.convoy.kumodo.io/v1alpha1/namespaces/{ns}/releases/{name}/sync
+//	GET  /apis/subresources.convoy.kumodo.io/v1alpha1/namespaces/{ns}/releases/{name}/health
+//	GET  /apis/subresources.convoy.kumodo.io/v1alpha1   (discovery: an APIResourceList)
 //	GET  /healthz                                       (probes: 200 "ok")
 //
 // Why /sync is a merge patch of one annotation: the controller-manager watches its

@@ -203,7 +203,7 @@ func healthHook(h *v1alpha1.HookEntry) HealthHook {
 }
 
 // OpenAPI model names of the response types (convoy-api's OpenAPI document).
-const openAPIModelPrefix = "com.kumodo.convoy.syncapi.v1alpha1."
+const openAPIModelPrefix = "com.kumodo.convoy.subresources.v1alpha1."
 
 // OpenAPIModelName names HealthResponse in OpenAPI.
 func (HealthResponse) OpenAPIModelName() string { return openAPIModelPrefix + "HealthResponse" }

@@ -256,6 +256,6 @@ func TestHealthzAndDiscovery(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("discovery = %d %s", code, body)
 	}
-	mustContain(t, "discovery", string(body), `"groupVersion":"syncapi.convoy.kumodo.io/v1alpha1"`)
+	mustContain(t, "discovery", string(body), `"groupVersion":"subresources.convoy.kumodo.io/v1alpha1"`)
 	mustContain(t, "discovery", string(body), `"name":"releases/health"`)
 }

@@ -12,7 +12,7 @@ import (
 // Group and Version are the API group and version under which convoy-api serves the
 // Release subresources, as an APIService would register them.
 const (
-	Group   = "syncapi.convoy.kumodo.io"
+	Group   = "subresources.convoy.kumodo.io"
 	Version = "v1alpha1"
 )
 
@@ -31,7 +31,7 @@ const HealthzPath = "/healthz"
 
 // ReleasePath returns the path of a subresource of the Release namespace/name, with
 // both names path-escaped:
-// /apis/syncapi.convoy.kumodo.io/v1alpha1/namespaces/{ns}/releases/{name}/{subresource}.
+// /apis/subresources.convoy.kumodo.io/v1alpha1/namespaces/{ns}/releases/{name}/{subresource}.
 func ReleasePath(namespace, name, subresource string) string {
 	return PathPrefix + "/namespaces/" + url.PathEscape(namespace) + "/releases/" + url.PathEscape(name) + "/" + subresource
 }

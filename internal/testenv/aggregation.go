@@ -27,7 +27,7 @@ import (
 // Names under which RegisterAPIService puts convoy-api behind the kube-apiserver, as in
 // config/api: the APIService, and the Service it names.
 const (
-	APIServiceName   = "v1alpha1.syncapi.convoy.kumodo.io"
+	APIServiceName   = "v1alpha1.subresources.convoy.kumodo.io"
 	APIServiceNS     = "convoy-system"
 	APIServiceSvc    = "convoy-api"
 	FrontProxyClient = "front-proxy-client"
@@ -215,7 +215,7 @@ func (a *Aggregation) RegisterAPIService(ctx context.Context, c client.Client, p
 		"kind":       "APIService",
 		"metadata":   map[string]any{"name": APIServiceName},
 		"spec": map[string]any{
-			"group": "syncapi.convoy.kumodo.io", "version": "v1alpha1",
+			"group": "subresources.convoy.kumodo.io", "version": "v1alpha1",
 			"groupPriorityMinimum": int64(100), "versionPriority": int64(100),
 			"caBundle": a.ServingCA,
 			"service":  map[string]any{"namespace": APIServiceNS, "name": APIServiceSvc, "port": int64(port)},

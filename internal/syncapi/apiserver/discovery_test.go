@@ -37,7 +37,7 @@ func TestDiscoveryAndOpenAPI(t *testing.T) {
 		}
 		list = nil
 		for _, l := range lists {
-			if l.GroupVersion != "syncapi.convoy.kumodo.io/v1alpha1" {
+			if l.GroupVersion != "subresources.convoy.kumodo.io/v1alpha1" {
 				continue
 			}
 			for _, r := range l.APIResources {
@@ -49,7 +49,7 @@ func TestDiscoveryAndOpenAPI(t *testing.T) {
 	slices.Sort(list)
 	want := []string{"releases Release ", "releases/health HealthResponse get", "releases/sync SyncResponse create"}
 	if !slices.Equal(list, want) {
-		t.Errorf("discovery of syncapi.convoy.kumodo.io/v1alpha1 = %q, want %q", list, want)
+		t.Errorf("discovery of subresources.convoy.kumodo.io/v1alpha1 = %q, want %q", list, want)
 	}
 
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
@@ -68,14 +68,14 @@ func TestDiscoveryAndOpenAPI(t *testing.T) {
 	}
 	must(t, json.Unmarshal(v2, &doc))
 	for _, p := range []string{
-		"/apis/syncapi.convoy.kumodo.io/v1alpha1/namespaces/{namespace}/releases/{name}/sync",
-		"/apis/syncapi.convoy.kumodo.io/v1alpha1/namespaces/{namespace}/releases/{name}/health",
+		"/apis/subresources.convoy.kumodo.io/v1alpha1/namespaces/{namespace}/releases/{name}/sync",
+		"/apis/subresources.convoy.kumodo.io/v1alpha1/namespaces/{namespace}/releases/{name}/health",
 	} {
 		if doc.Paths[p] == nil {
 			t.Errorf("/openapi/v2 lacks %s", p)
 		}
 	}
-	for _, d := range []string{"com.kumodo.convoy.syncapi.v1alpha1.HealthResponse", "com.kumodo.convoy.syncapi.v1alpha1.HealthEntry"} {
+	for _, d := range []string{"com.kumodo.convoy.subresources.v1alpha1.HealthResponse", "com.kumodo.convoy.subresources.v1alpha1.HealthEntry"} {
 		if doc.Definitions[d] == nil {
 			t.Errorf("/openapi/v2 lacks the definition %s", d)
 		}
@@ -83,7 +83,7 @@ func TestDiscoveryAndOpenAPI(t *testing.T) {
 	// The kube-apiserver's aggregator reads the group's OpenAPI v3 document on its own
 	// schedule after the APIService turns available: it may 404 for a while.
 	eventually(t, 30*time.Second, func() error {
-		v3, err := cs.RESTClient().Get().AbsPath("/openapi/v3/apis/syncapi.convoy.kumodo.io/v1alpha1").DoRaw(context.Background())
+		v3, err := cs.RESTClient().Get().AbsPath("/openapi/v3/apis/subresources.convoy.kumodo.io/v1alpha1").DoRaw(context.Background())
 		if err != nil || !strings.Contains(string(v3), "HealthResponse") || !strings.Contains(string(v3), "decidedBy") {
 			return fmt.Errorf("/openapi/v3 of the group: %v, %.200s", err, v3)
 		}

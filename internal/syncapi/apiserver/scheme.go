@@ -28,9 +28,9 @@ func init() {
 }
 
 // modelPrefix starts the OpenAPI model names of the group's kinds.
-const modelPrefix = "com.kumodo.convoy.syncapi.v1alpha1."
+const modelPrefix = "com.kumodo.convoy.subresources.v1alpha1."
 
-// Release is the kind of the resource releases of syncapi.convoy.kumodo.io in
+// Release is the kind of the resource releases of subresources.convoy.kumodo.io in
 // discovery: the parent of the subresources sync and health, named like the Release of
 // convoy.kumodo.io whose subresources they are. The resource itself has no verbs; no
 // object of this kind is ever served.

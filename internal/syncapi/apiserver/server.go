@@ -26,7 +26,7 @@ import (
 )
 
 // Server is convoy-api: a k8s.io/apiserver generic API server that serves the group
-// syncapi.convoy.kumodo.io/v1alpha1 (discovery, OpenAPI v2 and v3, the
+// subresources.convoy.kumodo.io/v1alpha1 (discovery, OpenAPI v2 and v3, the
 // subresources sync and health of releases), /healthz, /livez and /readyz, with
 // delegated authentication and authorization.
 type Server struct {

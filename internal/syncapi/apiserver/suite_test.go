@@ -29,7 +29,7 @@ import (
 // The suite runs one kube-apiserver with the aggregation layer and one convoy-api
 // behind it, started in this process as the ServiceAccount convoy-system/convoy-api with
 // exactly the RBAC of config/rbac, registered with the APIService
-// v1alpha1.syncapi.convoy.kumodo.io: requests really flow user → kube-apiserver →
+// v1alpha1.subresources.convoy.kumodo.io: requests really flow user → kube-apiserver →
 // convoy-api.
 var (
 	env  *testenv.Env
