@@ -3,18 +3,14 @@ package faults
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
@@ -158,90 +154,6 @@ func (r *release) waitFor(ctx context.Context, stage string, cond func(*v1alpha1
 	}
 }
 
-func entry(inv *v1alpha1.ReleaseInventory, name string) *v1alpha1.InventoryEntry {
-	for i := range inv.Entries {
-		if inv.Entries[i].Name == name {
-			return &inv.Entries[i]
-		}
-	}
-	return nil
-}
-
-func healthyCond(rel *v1alpha1.Release) bool {
-	c := meta.FindStatusCondition(rel.Status.Conditions, v1alpha1.ConditionHealthy)
-	return c != nil && c.Status == metav1.ConditionTrue && c.Reason == v1alpha1.ReasonHealthy
-}
-
-// check records every invariant that inv breaks: a moved anchor, a Degraded entry (the
-// deadline is an hour), an Unknown entry whose message is not a read error (every object
-// of the scenario exists while it is recorded), a finished hook that lost its state, a
-// revived dropped entry. It counts the turns to Unknown of entries and of the Healthy
-// condition.
-func (r *release) check(rel *v1alpha1.Release, inv *v1alpha1.ReleaseInventory) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.states == nil {
-		r.states, r.unknownWhy = map[string]string{}, map[string]bool{}
-	}
-	if c := meta.FindStatusCondition(rel.Status.Conditions, v1alpha1.ConditionHealthy); c != nil {
-		// Pending (the controller-manager has not recorded the render yet) is the
-		// scenario's start, not a fault's mark.
-		state := string(c.Status) + "/" + c.Reason
-		if c.Status == metav1.ConditionUnknown && c.Reason != v1alpha1.ReasonPending && r.states["Healthy"] != state {
-			r.unknowns++
-			r.unknownWhy["Healthy: "+c.Reason+": "+c.Message] = true
-		}
-		r.states["Healthy"] = state
-	}
-	for _, e := range inv.Entries {
-		if e.State == v1alpha1.StateUnknown {
-			if r.states[e.Name] != string(e.State) {
-				r.unknowns++
-				r.unknownWhy["entry: "+e.Message] = true
-			}
-			if !strings.HasPrefix(e.Message, "cannot read object: ") {
-				r.violations = append(r.violations, fmt.Sprintf("%s: entry %s Unknown with %q: a fault made an existing object look gone or wrong", r.key(), e.Name, e.Message))
-			}
-		}
-		r.states[e.Name] = string(e.State)
-		if e.State == v1alpha1.StateDegraded {
-			r.violations = append(r.violations, fmt.Sprintf("%s: entry %s Degraded before its 1h deadline", r.key(), e.Name))
-		}
-		if e.State == v1alpha1.StateHealthy || e.FirstUnhealthy == nil {
-			continue
-		}
-		if first, ok := r.anchors[e.Name]; ok && !first.Equal(e.FirstUnhealthy.Time) {
-			r.violations = append(r.violations, fmt.Sprintf("%s: anchor of %s moved from %v to %v", r.key(), e.Name, first, e.FirstUnhealthy.Time))
-		} else if !ok {
-			r.anchors[e.Name] = e.FirstUnhealthy.Time
-		}
-	}
-	for i := range inv.Hooks {
-		h := inv.Hooks[i]
-		// The state and message must stay; finishedAt may move once to a later second
-		// when the hook finished in its arming second (it may have been re-armed).
-		if r.hookDone != nil && (h.State != r.hookDone.State || h.Message != r.hookDone.Message || h.FinishedAt == nil) &&
-			h.CreatedAt.Equal(r.hookDone.CreatedAt) {
-			r.violations = append(r.violations, fmt.Sprintf("%s: finished hook %s (createdAt %v) changed from %s to %s (createdAt %v)", r.key(), h.Name, r.hookDone.CreatedAt, r.hookDone.State, h.State, h.CreatedAt))
-		}
-		// An outcome belongs to the arming it finished after: right after a re-arm, the
-		// previous outcome (finishedAt before the new createdAt) is still shown until
-		// the observer polls the new workload.
-		finished := h.State.IsTerminal() && h.FinishedAt != nil && h.CreatedAt != nil && !h.FinishedAt.Before(h.CreatedAt)
-		if finished && (r.hookDone == nil || !h.CreatedAt.Equal(r.hookDone.CreatedAt)) {
-			r.hookDone = h.DeepCopy() // finished, or finished again after a re-arm
-		}
-	}
-	if r.dropped && entry(inv, r.name+"-b") != nil {
-		r.violations = append(r.violations, fmt.Sprintf("%s: dropped entry b revived", r.key()))
-	}
-}
-
-// syncedSince waits for a sync request served at or after t.
-func (r *release) syncedSince(t time.Time) func(*v1alpha1.Release, *v1alpha1.ReleaseInventory) bool {
-	return func(*v1alpha1.Release, *v1alpha1.ReleaseInventory) bool { return r.api.since(r.key(), t) > 0 }
-}
-
 // run drives the Release through the scenario: wave 0 turns Healthy (an edge), a hook
 // Job finishes and is deleted (an edge; the state must stay), wave 1 appears Healthy (an
 // edge), the hook is re-armed with a new Job, runs and finishes again (an edge), entry b
@@ -383,47 +295,4 @@ func (r *release) run(ctx context.Context) error {
 	r.finished = time.Now()
 	r.mu.Unlock()
 	return nil
-}
-
-// job returns the hook Job name of the Release. Where the target's controllers run it,
-// it is created suspended, so that the test chooses when it runs (completeJob).
-func (r *release) job(name string) *batchv1.Job {
-	return &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: r.name + "-" + name, Namespace: r.ns},
-		Spec: batchv1.JobSpec{Suspend: &r.rollsOut, Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
-			Containers: []corev1.Container{{Name: "main", Image: "busybox"}}}}}}
-}
-
-// createJob creates job in the target cluster.
-func (r *release) createJob(ctx context.Context, job *batchv1.Job) error {
-	return retry(ctx, func() error {
-		if err := r.target().Create(ctx, job.DeepCopy()); err != nil && !apierrors.IsAlreadyExists(err) {
-			return err
-		}
-		return nil
-	})
-}
-
-// completeJob lets the target's controllers run job (it resumes it: the Job controller
-// creates its Pod, the scheduler binds it to a fake node, kwok runs it to Succeeded and
-// the Job controller marks the Job Complete), or, without controllers, writes its status
-// as the Job controller does when it succeeded.
-func (r *release) completeJob(ctx context.Context, job *batchv1.Job) error {
-	if r.rollsOut {
-		return retry(ctx, func() error {
-			return r.target().Patch(ctx, job.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(`{"spec":{"suspend":false}}`)))
-		})
-	}
-	return retry(ctx, func() error {
-		j := &batchv1.Job{}
-		if err := r.target().Get(ctx, client.ObjectKeyFromObject(job), j); err != nil {
-			return err
-		}
-		now := metav1.Now()
-		j.Status.StartTime, j.Status.CompletionTime, j.Status.Succeeded = &now, &now, 1
-		j.Status.Conditions = []batchv1.JobCondition{
-			{Type: "SuccessCriteriaMet", Status: corev1.ConditionTrue, Reason: "CompletionsReached", LastTransitionTime: now},
-			{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, Reason: "CompletionsReached", LastTransitionTime: now},
-		}
-		return r.target().Status().Update(ctx, j)
-	})
 }
