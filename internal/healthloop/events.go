@@ -200,7 +200,7 @@ func (h *HealthController) recordHookEvents(rel *v1alpha1.Release, hooks hookOut
 	}
 	for _, fin := range hooks.terminal {
 		hk := fin.HookEntry
-		workload := fmt.Sprintf("%s %s/%s", hk.WorkloadKind, hk.Namespace, hk.WorkloadName)
+		workload := objectName(hk.WorkloadKind, hk.Namespace, hk.WorkloadName)
 		note := fmt.Sprintf("hook %s (%s) %s", hk.Name, workload, strings.ToLower(string(hk.State)))
 		if hk.Message != "" {
 			note += ": " + hk.Message
@@ -244,10 +244,7 @@ func offenders(a *assessment, state v1alpha1.HealthState, message string) string
 		if len(names) == 3 {
 			continue
 		}
-		s := r.key.Kind + " " + r.key.Name
-		if r.key.Namespace != "" {
-			s = r.key.Kind + " " + r.key.Namespace + "/" + r.key.Name
-		}
+		s := objectName(r.key.Kind, r.key.Namespace, r.key.Name)
 		if r.message != "" {
 			s += ": " + r.message
 		}
@@ -263,18 +260,8 @@ func offenders(a *assessment, state v1alpha1.HealthState, message string) string
 	return out
 }
 
-// truncateNote keeps a note on one line and under the API server's limit.
-func truncateNote(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) <= maxEventNote {
-		return s
-	}
-	cut := maxEventNote - len("…")
-	for cut > 0 && (s[cut]&0xC0) == 0x80 {
-		cut--
-	}
-	return s[:cut] + "…"
-}
+// truncateNote keeps a note on one line and under the API server's limit (oneLine).
+func truncateNote(s string) string { return oneLine(s, maxEventNote) }
 
 // priorCondition returns a copy of rel's Healthy condition before this pass writes.
 func priorCondition(rel *v1alpha1.Release) *metav1.Condition {

@@ -53,6 +53,18 @@ var (
 	gvrPods = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
 )
 
+// hookWorkloadGVR is the resource of a hook's workloadKind: Job or Pod; ok is false for
+// any other kind.
+func hookWorkloadGVR(kind string) (gvr schema.GroupVersionResource, ok bool) {
+	switch kind {
+	case "Job":
+		return gvrJobs, true
+	case "Pod":
+		return gvrPods, true
+	}
+	return schema.GroupVersionResource{}, false
+}
+
 // pollHooks polls the workloads of the hooks in the pass's inventory (read from the
 // cache) and decides their state (docs/design.md, "Hook polling"); writeHookStatus writes it. It
 // polls a hook that has a workloadName and either no finishedAt or a createdAt after
@@ -100,7 +112,7 @@ func (h *HealthController) pollHooks(ctx context.Context, rel *v1alpha1.Release,
 		poll, err := pollHookWorkload(ctx, reader, hk, now)
 		if err != nil {
 			if ctx.Err() == nil {
-				log.Error(err, "polling hook workload; state unchanged", "hook", hk.Name, "workload", hk.WorkloadKind+" "+hk.Namespace+"/"+hk.WorkloadName)
+				log.Error(err, "polling hook workload; state unchanged", "hook", hk.Name, "workload", objectName(hk.WorkloadKind, hk.Namespace, hk.WorkloadName))
 			}
 			if hk.State == v1alpha1.HookRunning || hk.State == "" {
 				out.running = append(out.running, hk.Name)
@@ -173,13 +185,8 @@ type hookPoll struct {
 // keeps the recorded outcome. A read error other than NotFound is returned and changes
 // nothing.
 func pollHookWorkload(ctx context.Context, reader clustercache.ObjectReader, hk *v1alpha1.HookEntry, now time.Time) (hookPoll, error) {
-	var gvr schema.GroupVersionResource
-	switch hk.WorkloadKind {
-	case "Job":
-		gvr = gvrJobs
-	case "Pod":
-		gvr = gvrPods
-	default:
+	gvr, ok := hookWorkloadGVR(hk.WorkloadKind)
+	if !ok {
 		return hookPoll{state: v1alpha1.HookFailed, message: fmt.Sprintf("unsupported workloadKind %q (want Job or Pod)", hk.WorkloadKind)}, nil
 	}
 	if err := inventory.CheckReference(gvr, hk.Namespace, hk.WorkloadName); err != nil {

@@ -95,11 +95,8 @@ func (h *HealthController) trackTargets(key string, rel *v1alpha1.Release, clust
 			if !needsPoll(hk) {
 				continue
 			}
-			switch hk.WorkloadKind {
-			case "Job":
-				refs = append(refs, clustercache.TargetRef{GVR: gvrJobs, Kind: "Job", Namespace: hk.Namespace, Name: hk.WorkloadName})
-			case "Pod":
-				refs = append(refs, clustercache.TargetRef{GVR: gvrPods, Kind: "Pod", Namespace: hk.Namespace, Name: hk.WorkloadName})
+			if gvr, ok := hookWorkloadGVR(hk.WorkloadKind); ok {
+				refs = append(refs, clustercache.TargetRef{GVR: gvr, Kind: hk.WorkloadKind, Namespace: hk.Namespace, Name: hk.WorkloadName})
 			}
 		}
 	}

@@ -149,11 +149,7 @@ func (a *assessment) healthStatus(rel *v1alpha1.Release) healthStatus {
 		for i := range a.entries {
 			if a.entries[i].state == state {
 				k := a.entries[i].key
-				obj := k.Kind + " " + k.Name
-				if k.Namespace != "" {
-					obj = k.Kind + " " + k.Namespace + "/" + k.Name
-				}
-				msg := fmt.Sprintf("%s; %s", count, obj)
+				msg := fmt.Sprintf("%s; %s", count, objectName(k.Kind, k.Namespace, k.Name))
 				if a.entries[i].message != "" {
 					msg += ": " + a.entries[i].message
 				}
@@ -238,17 +234,31 @@ type writtenHealth struct {
 	summary *v1alpha1.HealthSummary
 }
 
-// truncateCondition keeps a condition message on one line and under metav1.Condition's
-// 32768-byte limit.
-func truncateCondition(s string) string {
+// maxConditionMessage bounds a condition message: metav1.Condition's limit, 32768.
+const maxConditionMessage = 32768
+
+// truncateCondition keeps a condition message on one line and within
+// maxConditionMessage bytes (oneLine).
+func truncateCondition(s string) string { return oneLine(s, maxConditionMessage) }
+
+// oneLine collapses every run of white space in s into one space and cuts the result to
+// at most limit bytes, ending a cut one in "…" and never splitting a UTF-8 sequence.
+func oneLine(s string, limit int) string {
 	s = strings.Join(strings.Fields(s), " ")
-	const limit = 32768 - 3
 	if len(s) <= limit {
 		return s
 	}
-	cut := limit
-	for cut > 0 && (s[cut]&0xC0) == 0x80 { // do not split a UTF-8 sequence
+	cut := limit - len("…")
+	for cut > 0 && (s[cut]&0xC0) == 0x80 {
 		cut--
 	}
 	return s[:cut] + "…"
+}
+
+// objectName names an object in a message: "Kind name", or "Kind namespace/name".
+func objectName(kind, namespace, name string) string {
+	if namespace == "" {
+		return kind + " " + name
+	}
+	return kind + " " + namespace + "/" + name
 }
