@@ -23,12 +23,16 @@
 // Apply keeps an element alive while the observer's field manager still owns some of
 // its fields, and such a leftover must not appear in /health or in its summary.
 //
-// Why decidedBy is computed per request (Explainer): the inventory schema stays as the
-// contract fixes it, so which rule decided an entry is not stored; re-evaluating the
-// rules of the entries that are not Healthy, with the loop's own selection
-// (rulesets.Collect), evaluator and state derivation (health.DeriveState, health.Explain),
-// gives the same answer the loop would give now, costs nothing for a Healthy Release, and
-// is bounded per request (DefaultExplainMaxEntries, DefaultExplainTimeout).
+// Why decidedBy and rulesApplied are computed per request (Explainer): the inventory
+// schema stays as the contract fixes it, so which rule decided an entry, and how many
+// rules judge it, are not stored; re-evaluating the rules of the entries that are not
+// Healthy, with the loop's own selection (rulesets.Collect), evaluator and state
+// derivation (health.DeriveState, health.Explain), gives the same answer the loop would
+// give now, and is bounded per request (DefaultExplainMaxEntries,
+// DefaultExplainTimeout). Counting the rules that match each entry (rulesApplied, so
+// that a Healthy entry that no rule judges shows as such) needs only the selection: one
+// list of the rule sets per request, compiled once per selection, and no read of the
+// target.
 //
 // Shapes where the contract is silent: every field of an entry or hook is serialized,
 // even when empty (group and namespace must be, and a fixed shape is easier on

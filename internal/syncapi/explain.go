@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
@@ -68,28 +69,38 @@ type Explainer struct {
 	clusters     *clustercache.ClusterCache
 }
 
-// Explain sets DecidedBy of every entry of resp that is neither Healthy nor unassessed
-// and that a rule decides now: the rule set kind, namespace and name, the 0-based rule
-// index, and the cause (health.Explain): RuleFailed, DeadlinePassed (the failure
-// outlasted spec.healthAssessment.deadline since the entry's firstUnhealthy) or
+// Explain sets RulesApplied of every entry of resp (the number of selected rules that
+// match its apiVersion and resource; 0 for all when the Release has no
+// spec.healthAssessment) and DecidedBy of every entry that is neither Healthy nor
+// unassessed and that a rule decides now: the rule set kind, namespace and name, the
+// 0-based rule index, and the cause (health.Explain): RuleFailed, DeadlinePassed (the
+// failure outlasted spec.healthAssessment.deadline since the entry's firstUnhealthy) or
 // EvaluationError. rel and inv are what resp was built from (inv gives the resources;
 // nil means no entries). An entry whose object is missing has no decider (its message
-// says so already).
+// says so already). Counting the rules lists the selected rule sets once per call (a
+// compiled selection is kept in Evaluators); only the entries that are not Healthy read
+// the target.
 //
 // The error says why some entries could not be explained: the Release has no
-// spec.healthAssessment is no error, but rules that do not compile, an unreadable
-// Cluster or kubeconfig Secret, objects that could not be read, entries whose rules
-// did not finish within Timeout, or more entries than MaxEntries are; the entries
-// explained before it stay set.
+// spec.healthAssessment is no error, but rules that cannot be listed or do not compile
+// (then no entry has RulesApplied either), an unreadable Cluster or kubeconfig Secret,
+// objects that could not be read, entries whose rules did not finish within Timeout, or
+// more entries than MaxEntries are; the entries explained before it stay set.
 func (x *Explainer) Explain(ctx context.Context, rel *v1alpha1.Release, inv *v1alpha1.ReleaseInventory, resp *HealthResponse) error {
+	if len(resp.Entries) == 0 || inv == nil {
+		return nil
+	}
+	if rel.Spec.HealthAssessment == nil {
+		for i := range resp.Entries {
+			resp.Entries[i].RulesApplied = ptr.To(0)
+		}
+		return nil
+	}
 	var todo []int
 	for i := range resp.Entries {
 		if s := resp.Entries[i].State; s != v1alpha1.StateHealthy && s != "" {
 			todo = append(todo, i)
 		}
-	}
-	if len(todo) == 0 || rel.Spec.HealthAssessment == nil || inv == nil {
-		return nil
 	}
 	timeout := x.Timeout
 	if timeout <= 0 {
@@ -97,11 +108,6 @@ func (x *Explainer) Explain(ctx context.Context, rel *v1alpha1.Release, inv *v1a
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	var errs []error
-	if limit := x.maxEntries(); len(todo) > limit {
-		errs = append(errs, fmt.Errorf("only the first %d of the %d entries that are not Healthy are explained", limit, len(todo)))
-		todo = todo[:limit]
-	}
 	global, local, err := rulesets.Collect(ctx, x.Reader, rel)
 	if err != nil {
 		return err
@@ -115,13 +121,27 @@ func (x *Explainer) Explain(ctx context.Context, rel *v1alpha1.Release, inv *v1a
 	if err != nil {
 		return fmt.Errorf("the selected rules do not compile: %w", err)
 	}
-	target, err := x.targetReader(ctx, rel)
-	if err != nil {
-		return err
-	}
 	resources := make(map[inventory.Key]*v1alpha1.InventoryEntry, len(inv.Entries))
 	for i := range inv.Entries {
 		resources[inventory.KeyOf(&inv.Entries[i])] = &inv.Entries[i]
+	}
+	for i := range resp.Entries {
+		e := &resp.Entries[i]
+		if ie := resources[inventory.Key{Group: e.Group, Kind: e.Kind, Namespace: e.Namespace, Name: e.Name}]; ie != nil {
+			e.RulesApplied = ptr.To(ev.RulesApplied(ie.APIVersion(), ie.Resource))
+		}
+	}
+	if len(todo) == 0 {
+		return nil
+	}
+	var errs []error
+	if limit := x.maxEntries(); len(todo) > limit {
+		errs = append(errs, fmt.Errorf("only the first %d of the %d entries that are not Healthy are explained", limit, len(todo)))
+		todo = todo[:limit]
+	}
+	target, err := x.targetReader(ctx, rel)
+	if err != nil {
+		return err
 	}
 	var deadline *time.Duration
 	if d, ok := rel.GetDeadline(); ok {

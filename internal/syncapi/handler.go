@@ -53,9 +53,10 @@ type Handler struct {
 	// that has not seen it yet), and then also for its inventory, so that a Release
 	// created a moment ago is no 404.
 	Fallback client.Reader
-	// Explainer, when not nil, fills the decidedBy of the /health entries that are not
-	// Healthy by re-evaluating their rules on each request (and decidedByError when it
-	// cannot); nil leaves them null.
+	// Explainer, when not nil, fills the rulesApplied of the /health entries and the
+	// decidedBy of those that are not Healthy by re-reading the selected rules (and
+	// re-evaluating them) on each request, and decidedByError when it cannot; nil leaves
+	// them null.
 	Explainer *Explainer
 
 	client client.Client

@@ -30,9 +30,10 @@ type HealthResponse struct {
 	Hooks []HealthHook `json:"hooks"`
 	// DecidedByError says why some entries that are not Healthy have no decidedBy
 	// although a rule may decide them (for example the rules do not compile, the
-	// target cannot be read, or more entries than one request explains); "" when
-	// every such entry was explained or no explanation was asked for. Added to the
-	// contract's HealthResult (it may gain fields).
+	// target cannot be read, or more entries than one request explains), or why the
+	// entries have no rulesApplied (the rule sets cannot be listed or do not compile);
+	// "" when every such entry was explained or no explanation was asked for. Added to
+	// the contract's HealthResult (it may gain fields).
 	DecidedByError string `json:"decidedByError"`
 }
 
@@ -76,6 +77,16 @@ type HealthEntry struct {
 	// DecidedByError). Added to the contract's HealthResult (it may gain
 	// fields).
 	DecidedBy *health.Decider `json:"decidedBy"`
+	// RulesApplied is the number of rules that the Release selects now and whose
+	// apiVersion (or apiVersion pattern) and resources (or "*") match the entry's
+	// apiVersion and resource, as health.Evaluator.RulesApplied counts them: 0 means no
+	// rule judges the object, so Healthy only says that nothing failed. It is 0 for every
+	// entry of a Release without spec.healthAssessment (nothing is selected). Computed
+	// per request from the selected rule sets (Explainer), never stored; null when the
+	// server does not compute it or cannot (the rule sets cannot be listed or do not
+	// compile: DecidedByError says why). Added to the contract's HealthResult (it may
+	// gain fields).
+	RulesApplied *int `json:"rulesApplied"`
 }
 
 // HealthHook is one lifecycle hook of a HealthResponse: the fields of a

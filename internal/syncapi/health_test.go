@@ -129,7 +129,7 @@ func TestHealthFromInventory(t *testing.T) {
 	if got := entryIDs(h.Entries); !reflect.DeepEqual(got, wantIDs) {
 		t.Errorf("entries = %q, want %q\n%s", got, wantIDs, body)
 	}
-	wantKeys := []string{"assessedRenderRef", "decidedBy", "firstUnhealthy", "group", "kind", "message", "name", "namespace", "renderRef", "state", "version", "wave"}
+	wantKeys := []string{"assessedRenderRef", "decidedBy", "firstUnhealthy", "group", "kind", "message", "name", "namespace", "renderRef", "rulesApplied", "state", "version", "wave"}
 	for _, e := range h.Entries {
 		if got := keysOf(e); !reflect.DeepEqual(got, wantKeys) {
 			t.Errorf("entry %v has fields %v, want %v", e["name"], got, wantKeys)
@@ -138,7 +138,7 @@ func TestHealthFromInventory(t *testing.T) {
 	wantDeployment := map[string]any{
 		"group": "apps", "version": "v1", "kind": "Deployment", "namespace": "demo", "name": "web", "wave": 1.0,
 		"state": "Progressing", "message": "1/3 available", "firstUnhealthy": "2026-01-02T03:04:05Z",
-		"renderRef": "r2", "assessedRenderRef": "r2", "decidedBy": nil, // this server explains nothing
+		"renderRef": "r2", "assessedRenderRef": "r2", "decidedBy": nil, "rulesApplied": nil, // this server explains nothing
 	}
 	if !reflect.DeepEqual(h.Entries[3], wantDeployment) {
 		t.Errorf("deployment entry = %v, want %v", h.Entries[3], wantDeployment)

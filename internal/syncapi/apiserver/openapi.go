@@ -34,7 +34,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 			}, nil).Schema,
 			"entries":        array("The entries that the controller-manager records, by wave, group, kind, namespace, name.", refTo(ref(entry))),
 			"hooks":          array("The hooks that the controller-manager records, by name.", refTo(ref(hook))),
-			"decidedByError": str(`Why some entries that are not Healthy have no decidedBy (rules that do not compile, an unreadable target, too many entries); "" when none.`),
+			"decidedByError": str(`Why some entries that are not Healthy have no decidedBy (rules that do not compile, an unreadable target, too many entries), or the entries no rulesApplied; "" when none.`),
 		}, []string{entry, hook})
 	defs[entry] = object("One inventory entry; every field is always present.", props{
 		"group": str(`API group; "" for the core group.`), "version": str("Version applied."), "kind": str("Kind."),
@@ -47,6 +47,8 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 			"name": str("Name of the rule set."), "rule": integer("0-based index of the rule in spec.rules."),
 			"cause": str("RuleFailed (Progressing), DeadlinePassed (failing past the deadline: Degraded) or EvaluationError (Unknown)."),
 		}, nil).Schema, "The rule that decides a non-Healthy entry now, re-evaluated on demand; null when none."),
+		"rulesApplied": nullable(integer("The number of selected rules whose apiVersion and resources match the entry; 0: no rule judges it."),
+			"The number of selected rules that match the entry now (0: no rule judges it); null when the rules cannot be read or do not compile (see decidedByError)."),
 	}, []string{timeRef})
 	defs[hook] = object("One lifecycle hook; every field is always present.", props{
 		"name": str("Name of the hook."), "workloadKind": str("Job or Pod."), "namespace": str("Namespace of the workload."),

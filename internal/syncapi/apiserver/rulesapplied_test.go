@@ -1,0 +1,135 @@
+package apiserver_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
+	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
+	"github.com/kumodo/convoy-observer/internal/syncapi"
+)
+
+// appliedEntry is one inventory entry of recordedRelease: its keys, version and resource,
+// and the state the observer wrote.
+type appliedEntry struct{ group, version, kind, resource, name, state string }
+
+// recordedRelease creates in ns the Release name (selecting the HealthRuleSets labelled
+// rules=selector; "" for a Release without spec.healthAssessment) and an inventory that
+// records entries as the controller-manager and the observer write them.
+func recordedRelease(t *testing.T, ns, name, selector string, entries ...appliedEntry) {
+	t.Helper()
+	ctx := context.Background()
+	rel := &v1alpha1.Release{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       v1alpha1.ReleaseSpec{ClusterRef: v1alpha1.ClusterReference{Name: "target"}},
+	}
+	if selector != "" {
+		rel.Spec.HealthAssessment = &v1alpha1.HealthAssessment{LocalRuleSetSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"rules": selector}}}
+	}
+	must(t, env.Client.Create(ctx, rel))
+	for _, manager := range []string{"convoy-controller-manager", "convoy-health-inventory"} {
+		var list []any
+		for _, e := range entries {
+			m := map[string]any{"group": e.group, "kind": e.kind, "namespace": ns, "name": e.name}
+			if manager == "convoy-controller-manager" {
+				m["version"], m["resource"], m["wave"], m["renderRef"] = e.version, e.resource, int64(0), "r1"
+			} else {
+				m["state"], m["assessedRenderRef"] = e.state, "r1"
+			}
+			list = append(list, m)
+		}
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "convoy.kumodo.io/v1alpha1", "kind": "ReleaseInventory",
+			"metadata": map[string]any{"name": name, "namespace": ns}, "entries": list,
+		}}
+		must(t, env.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(manager), client.ForceOwnership))
+	}
+}
+
+// TestHealthRulesAppliedThroughTheAggregator: every /health entry says how many of the
+// Release's selected rules match it (exact and wildcard rules, each once), so that a
+// Healthy entry that nothing judged shows rulesApplied 0; a Release without
+// spec.healthAssessment has 0 everywhere; rules that do not compile leave it null and
+// decidedByError says why, even when every entry is Healthy.
+func TestHealthRulesAppliedThroughTheAggregator(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := tenant(t, "applied")
+	must(t, env.Client.Create(ctx, &extv1alpha1.HealthRuleSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "workloads", Namespace: ns, Labels: map[string]string{"rules": "good"}},
+		Spec: extv1alpha1.HealthRuleSetSpec{Rules: []extv1alpha1.RuleSpec{
+			{APIVersion: "v1", Resources: []string{"configmaps"}, RuleExpression: "true"},
+			{APIVersion: "apps/*", Resources: []string{"*"}, RuleExpression: "true"},
+			{APIVersion: "*", Resources: []string{"deployments"}, RuleExpression: "true"},
+		}},
+	}))
+	must(t, env.Client.Create(ctx, &extv1alpha1.HealthRuleSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "broken", Namespace: ns, Labels: map[string]string{"rules": "broken"}},
+		Spec: extv1alpha1.HealthRuleSetSpec{Rules: []extv1alpha1.RuleSpec{
+			{APIVersion: "v1", Resources: []string{"configmaps"}, RuleExpression: "object.data.("},
+		}},
+	}))
+	entries := []appliedEntry{
+		{"", "v1", "ConfigMap", "configmaps", "cfg", "Healthy"},
+		{"", "v1", "Secret", "secrets", "creds", "Healthy"},
+		{"apps", "v1", "Deployment", "deployments", "web", "Healthy"},
+		{"apps", "v1", "StatefulSet", "statefulsets", "db", "Healthy"},
+		{"example.com", "v1", "Widget", "widgets", "w", "Healthy"},
+	}
+	recordedRelease(t, ns, "judged", "good", entries...)
+	recordedRelease(t, ns, "unconfigured", "", entries...)
+	recordedRelease(t, ns, "broken", "broken", entries...)
+	cfg, err := env.AddUser("rita")
+	must(t, err)
+	bind(t, ns, rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "rita"})
+	rita := syncapi.NewClient(cfg)
+
+	applied := func(name string) (map[string]string, string) {
+		t.Helper()
+		var h *syncapi.HealthResponse
+		eventually(t, 10*time.Second, func() error { // RBAC and the informers settle
+			if h, err = rita.Health(ctx, ns, name); err != nil {
+				return err
+			}
+			if len(h.Entries) != len(entries) {
+				return fmt.Errorf("%s: %d entries, want %d", name, len(h.Entries), len(entries))
+			}
+			return nil
+		})
+		out := map[string]string{}
+		for _, e := range h.Entries {
+			out[e.Name] = "null"
+			if e.RulesApplied != nil {
+				out[e.Name] = fmt.Sprint(*e.RulesApplied)
+			}
+		}
+		return out, h.DecidedByError
+	}
+	for _, tc := range []struct {
+		release, want, decidedByError string
+	}{
+		{"judged", "cfg=1 creds=0 db=1 w=0 web=2", ""},
+		{"unconfigured", "cfg=0 creds=0 db=0 w=0 web=0", ""},
+		{"broken", "cfg=null creds=null db=null w=null web=null", "do not compile"},
+	} {
+		got, errText := applied(tc.release)
+		var parts []string
+		for _, n := range []string{"cfg", "creds", "db", "w", "web"} {
+			parts = append(parts, n+"="+got[n])
+		}
+		if s := strings.Join(parts, " "); s != tc.want {
+			t.Errorf("%s: rulesApplied %s, want %s", tc.release, s, tc.want)
+		}
+		if (tc.decidedByError == "") != (errText == "") || !strings.Contains(errText, tc.decidedByError) {
+			t.Errorf("%s: decidedByError %q, want %q", tc.release, errText, tc.decidedByError)
+		}
+	}
+}
