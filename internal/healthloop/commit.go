@@ -96,8 +96,11 @@ func (c *committer) entries(ctx context.Context, a *assessment, hs *healthStatus
 	rv, err := c.h.writeInventoryHealth(ctx, a, c.rv, c.record)
 	if err != nil {
 		if tooLarge(err) && hs != nil {
-			// Best effort: the entries' error is the one the queue retries.
-			_ = c.h.writeHealth(ctx, c.rel, assessFailed(c.rel, fmt.Errorf("cannot record the health of %d entries: the ReleaseInventory exceeds the API server's size limit: %w", len(a.entries), err)))
+			// The entries' error is the one the queue retries; a failed condition write
+			// is only logged, so the log says both.
+			if herr := c.h.writeHealth(ctx, c.rel, assessFailed(c.rel, fmt.Errorf("cannot record the health of %d entries: the ReleaseInventory exceeds the API server's size limit: %w", len(a.entries), err))); herr != nil && ctx.Err() == nil {
+				c.h.logFrom(ctx).Error(herr, "cannot say in the Healthy condition that the ReleaseInventory is too large")
+			}
 		}
 		return c.h.writeFailed(ctx, "entries", err)
 	}

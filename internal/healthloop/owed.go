@@ -19,6 +19,12 @@ import (
 	"github.com/kumodo/convoy-observer/internal/inventory"
 )
 
+// This file holds the whole life of an owed sync request (docs/design.md, "The owed
+// sync record"): a pass with an edge arms it in memory and, when it persists the edge's
+// state, records it in the inventory (openOwed); the pass's applies carry the record
+// (owedSync.carry); after the writes, settle sends the request (wake) and pays the
+// record, or removes an older observer's (removeSyncOwed).
+//
 // The record of an owed sync request (inventory.AnnotationSyncOwed) costs no write of
 // its own: it rides in the apply that persists the edge's state (the hooks or the
 // entries apply, under that apply's field manager), so the state and the debt land

@@ -101,8 +101,3 @@ func (h *HealthController) jitter(d time.Duration) time.Duration {
 	}
 	return d + time.Duration(float64(d)*recheckJitter*r)
 }
-
-// attemptCounts returns a copy of key's attempt counts, for tests and logs.
-func (h *HealthController) attemptCounts(key string) map[string]int {
-	return h.recall(key).attempts
-}

@@ -120,3 +120,8 @@ func TestRenderPendingIsRechecked(t *testing.T) {
 		t.Fatalf("re-check once the render is current and Healthy = %v, want none", res.RequeueAfter)
 	}
 }
+
+// attemptCounts returns a copy of key's attempt counts, for tests.
+func (h *HealthController) attemptCounts(key string) map[string]int {
+	return h.recall(key).attempts
+}
