@@ -78,10 +78,10 @@ func TestBrokenWatchIsNotTrusted(t *testing.T) {
 			ns := namespace(t)
 			configMap(t, ns, "a", "1")
 			b := &breakable{}
-			cache := NewClusterCache(ClusterCacheOptions{Local: b.wrap(env.Config), Watch: true,
+			cache := New(Options{Local: b.wrap(env.Config), Watch: true,
 				Timeout: time.Second, HoldDown: 100 * time.Millisecond}) // client-go retries a reset GET for up to Timeout
 			cluster := localCluster("broken-" + mode)
-			reader, err := cache.ForCluster(context.Background(), cluster)
+			reader, err := cache.GetReader(context.Background(), cluster)
 			if err != nil {
 				t.Fatal(err)
 			}

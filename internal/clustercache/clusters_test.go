@@ -60,12 +60,12 @@ func TestDeadClusterFailsFast(t *testing.T) {
 	t.Parallel()
 	addr, accepted := silentServer(t)
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	cache := NewClusterCache(ClusterCacheOptions{
+	cache := New(Options{
 		Local:   &rest.Config{Host: "http://" + addr},
 		Timeout: 300 * time.Millisecond, HoldDown: time.Minute, Clock: clk,
 	})
 	cluster := &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "dead"}}
-	reader, err := cache.ForCluster(context.Background(), cluster)
+	reader, err := cache.GetReader(context.Background(), cluster)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,8 +95,8 @@ func TestDeadClusterFailsFast(t *testing.T) {
 // config is an ErrClusterNotConnected, with a message naming the Cluster.
 func TestNoLocalConfig(t *testing.T) {
 	t.Parallel()
-	cache := NewClusterCache(ClusterCacheOptions{})
-	_, err := cache.ForCluster(context.Background(), &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"}})
+	cache := New(Options{})
+	_, err := cache.GetReader(context.Background(), &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"}})
 	if !errors.Is(err, ErrClusterNotConnected) {
 		t.Fatalf("err = %v", err)
 	}
@@ -123,8 +123,8 @@ func TestSlowObjectIsNotADeadCluster(t *testing.T) {
 		}
 	}))
 	t.Cleanup(func() { close(release); srv.Close() })
-	cache := NewClusterCache(ClusterCacheOptions{Local: &rest.Config{Host: srv.URL}, Timeout: 300 * time.Millisecond, HoldDown: time.Hour})
-	reader, err := cache.ForCluster(context.Background(), &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"}})
+	cache := New(Options{Local: &rest.Config{Host: srv.URL}, Timeout: 300 * time.Millisecond, HoldDown: time.Hour})
+	reader, err := cache.GetReader(context.Background(), &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,11 +151,11 @@ contexts: [{name: c, context: {cluster: c, user: u}}]
 current-context: c
 `)
 	cluster := &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"}}
-	_, err := NewClusterCache(ClusterCacheOptions{}).restConfig(cluster, kc)
+	_, err := New(Options{}).restConfig(cluster, kc)
 	if !errors.Is(err, ErrClusterNotConnected) || !strings.Contains(err.Error(), "--insecure-kubeconfig-exec") {
 		t.Fatalf("err = %v, want not connected, naming --insecure-kubeconfig-exec", err)
 	}
-	allowed := NewClusterCache(ClusterCacheOptions{Kubeconfig: kubeconfig.Options{AllowExec: true}})
+	allowed := New(Options{Kubeconfig: kubeconfig.Options{AllowExec: true}})
 	if cfg, err := allowed.restConfig(cluster, kc); err != nil || cfg.ExecProvider == nil {
 		t.Fatalf("with AllowExec: %v", err)
 	}

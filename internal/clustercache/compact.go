@@ -4,6 +4,11 @@ import (
 	"bytes"
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/kumodo/convoy-observer/health"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
@@ -67,4 +72,31 @@ func cachedKind(obj any) string {
 		return o.GetKind()
 	}
 	return ""
+}
+
+// lastAppliedAnnotation is kubectl's copy of the last applied object; rules never see it
+// (health.Evaluator removes it on every path) and it doubles an object's size.
+const lastAppliedAnnotation = health.LastAppliedAnnotation
+
+// stripForCache drops from an object what rules never read before it is cached:
+// metadata.managedFields and the last-applied-configuration annotation.
+func stripForCache(obj any) (any, error) {
+	if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		return t, nil
+	}
+	a, err := meta.Accessor(obj)
+	if err != nil {
+		return obj, nil
+	}
+	a.SetManagedFields(nil)
+	if ann := a.GetAnnotations(); ann != nil {
+		if _, ok := ann[lastAppliedAnnotation]; ok {
+			delete(ann, lastAppliedAnnotation)
+			if len(ann) == 0 {
+				ann = nil
+			}
+			a.SetAnnotations(ann)
+		}
+	}
+	return obj, nil
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	clocktesting "k8s.io/utils/clock/testing"
+
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -73,31 +75,62 @@ func (s *syncAfter) HasSynced() bool { return s.synced.Load() }
 // TestReadWaitsForAStreamingList (issue #12): a read waits for a first list that keeps
 // delivering objects, however long it takes beyond SyncWait (a big list is not worth a
 // GET per read), and gives up on one that delivered nothing for SyncWait (a cluster that
-// stopped answering: the read then asks the server, which says so).
+// stopped answering: the read then asks the server, which says so). Time is the cache's
+// clock, here a fake one that the test steps.
 func TestReadWaitsForAStreamingList(t *testing.T) {
-	// SyncWait is 50 times the gap between two objects, so a busy machine that delays a
-	// sleep (or the waiter) by a few hundred milliseconds cannot pass for a stalled list.
-	w := &targetWatches{opts: &ClusterCacheOptions{SyncWait: time.Second}}
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	w := &targetWatches{opts: &Options{SyncWait: time.Second, Clock: clk}}
 	inf := &syncAfter{}
-	s := &scopeInformer{informer: inf}
+	s := &scopeInformer{informer: inf, clock: clk}
 	s.touch()
-	done := make(chan struct{})
-	go func() { // objects arrive for 3 SyncWaits, then the list completes
-		defer close(done)
-		for i := 0; i < 150; i++ {
-			time.Sleep(20 * time.Millisecond)
-			s.touch()
-		}
-		inf.synced.Store(true)
-	}()
-	if err := w.waitSynced(context.Background(), s); err != nil {
+	done := make(chan error)
+	go func() { done <- w.waitSynced(context.Background(), s) }()
+	// Objects arrive every 20ms for 3 SyncWaits; then the list completes.
+	for i := 0; i < 150; i++ {
+		clk.Step(20 * time.Millisecond)
+		s.touch()
+	}
+	inf.synced.Store(true)
+	if err := stepUntil(clk, done); err != nil {
 		t.Fatalf("a read gave up on a first list that kept streaming: %v", err)
 	}
-	<-done
 
-	stalled := &scopeInformer{informer: &syncAfter{}}
+	stalled := &scopeInformer{informer: &syncAfter{}, clock: clk}
 	stalled.touch()
-	if err := w.waitSynced(context.Background(), stalled); !errors.Is(err, errStalled) {
+	start := clk.Now()
+	go func() { done <- w.waitSynced(context.Background(), stalled) }()
+	if err := stepUntil(clk, done); !errors.Is(err, errStalled) {
 		t.Fatalf("waiting for a first list that delivered nothing: %v, want %v", err, errStalled)
+	}
+	if waited := clk.Since(start); waited < time.Second {
+		t.Fatalf("gave up on a silent first list after %v, before SyncWait (1s)", waited)
+	}
+}
+
+// stepUntil steps clk by 10ms until done delivers, and returns what it delivered.
+func stepUntil(clk *clocktesting.FakeClock, done <-chan error) error {
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(time.Millisecond):
+			clk.Step(10 * time.Millisecond)
+		}
+	}
+}
+
+// TestStripForCache: managedFields and the last-applied annotation go; the rest stays.
+func TestStripForCache(t *testing.T) {
+	u := &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{
+		"name": "x", "managedFields": []any{map[string]any{"manager": "m"}},
+		"annotations": map[string]any{lastAppliedAnnotation: "{}"},
+	}, "status": map[string]any{"ready": true}}}
+	out, err := stripForCache(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := out.(*unstructured.Unstructured)
+	if got.GetManagedFields() != nil || got.GetAnnotations() != nil || got.Object["status"] == nil {
+		t.Fatalf("stripped = %v", got.Object)
 	}
 }

@@ -1,16 +1,40 @@
-// Package clustercache is the cache of target-cluster clients and objects.
-// ClusterCache (with Watch) answers ObjectReader.Get from informers, the way cluster-api's clustercache and gitops-engine's cluster cache do,
-// but only for what Releases record: the loop declares each Release's objects with
-// Track; the cache runs a dynamic informer per resource type and namespace (one for all
-// namespaces above a threshold), strips managedFields and the last-applied annotation
-// before caching, stops informers that nothing names, and reports each change of an
-// object through Notify so that exactly the Releases recording it are queued. Whatever it
-// cannot watch (forbidden, unserved, failing, not yet synced) it reads with a GET, never
-// answering "not found" from a cache that has not synced:
+// Package clustercache is the cache of target-cluster clients and objects, shaped like
+// cluster-api's clustercache: a ClusterCache interface (GetReader, Track, Untrack, Watch,
+// Forget), one implementation (Cache) with a lifecycle, and a fake (package fake).
 //
-//	cc := clustercache.NewClusterCache(clustercache.ClusterCacheOptions{Local: cfg, Secrets: cs, Watch: true})
-//	cc.Notify(onObjectChange, onClusterRebuilt)
-//	reader, err := cc.ForCluster(ctx, cluster)
-//	cc.Track("ns/release", cluster, refs) // starts or stops informers
+// # Setup
+//
+// The observer builds one Cache and adds it to its manager, which starts it on every
+// replica and stops it at shutdown (cancelling every informer and Secret watch and
+// waiting for them):
+//
+//	cc := clustercache.New(clustercache.Options{Local: cfg, SecretReader: live, Secrets: cs, Watch: true})
+//	if err := mgr.Add(cc); err != nil { ... }
+//
+// convoy-api builds one without Watch (a GET per read) and never starts it, so it links
+// neither controller-runtime's manager nor its controller.
+//
+// # Usage
+//
+//	cc.Watch(enqueueRelease, enqueueReleasesOfCluster)
+//	reader, err := cc.GetReader(ctx, cluster) // errors.Is(err, clustercache.ErrClusterNotConnected)
+//	cc.Track("ns/release", cluster, refs)     // what the pass reads: starts or stops informers
 //	obj, err := reader.Get(ctx, gvr, namespace, name)
+//
+// # Implementation
+//
+// The cache keeps one index of which Release reads which object (index.go). From it
+// come the Releases that a changed object wakes, and per cluster the types and
+// namespaces that informers must cover: one informer per type and namespace, or one for
+// all namespaces above Options.NamespaceThreshold (with hysteresis). Informers hold the
+// objects as compact JSON without managedFields and the last-applied annotation. A read
+// answers from a synced informer; anything it cannot trust (not watched, not synced
+// within SyncWait while its list stalls, a broken watch, a miss, a type whose list or
+// watch is refused) is read with a GET, so a cache never answers "not found" from an
+// informer that has not synced. A cluster that does not answer is held down for
+// Options.HoldDown. Every time-based decision uses Options.Clock.
+//
+// Trade-off: cluster-api runs a controller-runtime cache per cluster and watches whole
+// types; this cache watches only the namespaces and types that Releases record, at the
+// cost of its own informer management (targets.go).
 package clustercache

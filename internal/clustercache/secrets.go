@@ -13,7 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -32,9 +31,12 @@ type secretWatches struct {
 	// retry is how long a Secret whose list or watch was refused is read with GETs
 	// before watching it is tried again.
 	retry   time.Duration
-	clock   clock.PassiveClock
+	clock   clock.Clock
 	log     logr.Logger
 	changed func(clusters []string)
+	// ctx is the root of the watches; running runs them (the Cache's).
+	ctx     context.Context
+	running *goroutines
 
 	mu      sync.Mutex
 	watches map[client.ObjectKey]*secretWatch
@@ -60,10 +62,10 @@ func (s *secretWatch) err() error {
 }
 
 // newSecretWatches returns the watches of kubeconfig Secrets with the options' SyncWait,
-// FallbackRetry, Clock and Log.
-func newSecretWatches(c kubernetes.Interface, fallback client.Reader, opts *ClusterCacheOptions, changed func([]string)) *secretWatches {
+// FallbackRetry, Clock and Log, run by running under ctx.
+func newSecretWatches(ctx context.Context, running *goroutines, c kubernetes.Interface, fallback client.Reader, opts *Options, changed func([]string)) *secretWatches {
 	return &secretWatches{client: c, fallback: fallback, syncWait: opts.SyncWait, retry: opts.FallbackRetry,
-		clock: opts.Clock, log: opts.Log, changed: changed,
+		clock: opts.Clock, log: opts.Log, changed: changed, ctx: ctx, running: running,
 		watches: map[client.ObjectKey]*secretWatch{}, refused: map[client.ObjectKey]time.Time{},
 		links: map[string]client.ObjectKey{}}
 }
@@ -92,8 +94,7 @@ func (s *secretWatches) get(ctx context.Context, cluster, namespace, name string
 	s.mu.Unlock()
 	if !w.informer.HasSynced() {
 		// Wait for the first list, unless it fails (then a GET says why).
-		_ = wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, s.syncWait, true,
-			func(context.Context) (bool, error) { return w.informer.HasSynced() || w.err() != nil, nil })
+		_ = pollUntil(ctx, s.clock, s.syncWait, func() (bool, error) { return w.informer.HasSynced() || w.err() != nil, nil })
 	}
 	if !w.informer.HasSynced() {
 		return s.getDirect(ctx, key, w.err())
@@ -137,7 +138,7 @@ func (s *secretWatches) refuse(key client.ObjectKey, w *secretWatch, err error) 
 }
 
 func (s *secretWatches) startLocked(key client.ObjectKey) *secretWatch {
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(s.ctx)
 	w := &secretWatch{cancel: cancel}
 	sel := "metadata.name=" + key.Name
 	secrets := s.client.CoreV1().Secrets(key.Namespace)
@@ -158,15 +159,12 @@ func (s *secretWatches) startLocked(key client.ObjectKey) *secretWatch {
 			o.FieldSelector = sel
 			return secrets.Watch(ctx, o)
 		}, record, func() {})
-	inf := toolscache.NewSharedIndexInformerWithOptions(lw, &corev1.Secret{},
-		toolscache.SharedIndexInformerOptions{ObjectDescription: "kubeconfig Secret " + key.String()})
-	_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *toolscache.Reflector, err error) {
+	inf := newInformer(lw, &corev1.Secret{}, "kubeconfig Secret "+key.String(), func(err error) {
 		record(err)
 		s.log.V(1).Info("watch error", "secret", key.String(), "error", err.Error())
-	})
-	_, _ = inf.AddEventHandler(changeHandler(func(any) { s.fire(key) }))
+	}, func(any) { s.fire(key) })
 	w.informer = inf
-	go inf.RunWithContext(ctx)
+	s.running.goRun(ctx, inf.RunWithContext)
 	return w
 }
 
@@ -209,6 +207,16 @@ func (s *secretWatches) unlinkLocked(cluster string) {
 	if w := s.watches[key]; w != nil {
 		w.cancel()
 		delete(s.watches, key)
+	}
+}
+
+// stop ends every Secret watch.
+func (s *secretWatches) stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, w := range s.watches {
+		w.cancel()
+		delete(s.watches, k)
 	}
 }
 

@@ -44,10 +44,10 @@ func TestForbiddenSecretWatchFallsBackToGets(t *testing.T) {
 	var mu sync.Mutex
 	var lines []string
 	log := funcr.New(func(_, args string) { mu.Lock(); lines = append(lines, args); mu.Unlock() }, funcr.Options{})
-	cache := NewClusterCache(ClusterCacheOptions{Secrets: cs, SecretReader: getter, Watch: true, Log: log})
+	cache := New(Options{Secrets: cs, SecretReader: getter, Watch: true, Log: log})
 	cluster := &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "remote"},
 		Spec: v1alpha1.ClusterSpec{KubeconfigSecretRef: &v1alpha1.SecretKeyReference{Name: "kc"}}}
-	reader, err := cache.ForCluster(ctx, cluster)
+	reader, err := cache.GetReader(ctx, cluster)
 	if err != nil {
 		t.Fatalf("a Secret that may not be watched: %v; want it read with a GET", err)
 	}
@@ -73,7 +73,7 @@ func TestForbiddenSecretWatchFallsBackToGets(t *testing.T) {
 		t.Fatalf("fallback log lines = %d, want 1: %q", n, lines)
 	}
 	for i := 0; i < 3; i++ { // later passes read the Secret again
-		if _, err := cache.ForCluster(ctx, cluster); err != nil {
+		if _, err := cache.GetReader(ctx, cluster); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -2,59 +2,20 @@ package clustercache
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"reflect"
-	"sort"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	toolscache "k8s.io/client-go/tools/cache"
-
-	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
-	"github.com/kumodo/convoy-observer/health"
+	"sync"
 )
-
-// TargetRef names one object that a Release reads from its target cluster: an inventory
-// entry or the workload of a polled hook.
-type TargetRef struct {
-	GVR             schema.GroupVersionResource
-	Kind            string
-	Namespace, Name string
-}
-
-// ObjectEvent tells that a watched target object was added (after its informer's
-// initial list), updated (a new resourceVersion) or deleted.
-type ObjectEvent struct {
-	// Cluster is the Cluster's namespace/name key.
-	Cluster         string
-	Group, Kind     string
-	Namespace, Name string
-}
-
-// TargetTracker is implemented by a ClusterClients whose readers are fed by watches.
-// The health loop declares what each Release reads; the tracker runs informers for
-// those types (and namespaces) and stops those that nothing names any more.
-type TargetTracker interface {
-	// Track replaces what release (a namespace/name key) reads from cluster with refs.
-	Track(release string, cluster *v1alpha1.Cluster, refs []TargetRef)
-	// Untrack drops everything release reads.
-	Untrack(release string)
-	// Notify registers the callbacks of object changes and of a rebuilt cluster (its
-	// kubeconfig Secret changed): both wake Releases.
-	Notify(objects func(ObjectEvent), clusters func(namespace, name string))
-}
 
 // Read sources of a target object, the values of the metric label "source".
 const (
@@ -66,72 +27,26 @@ const (
 	sourceMiss        = "miss"         // not in the synced cache: confirmed with a GET
 )
 
-// scopeKey is one informer: a resource type in one namespace ("" = all namespaces).
-type scopeKey struct {
-	gvr       schema.GroupVersionResource
-	namespace string
-}
-
-func (k scopeKey) String() string {
-	if k.namespace == "" {
-		return k.gvr.GroupResource().String() + " (all namespaces)"
-	}
-	return k.gvr.GroupResource().String() + " in " + k.namespace
-}
-
-// scopeInformer is one running informer and what its list/watch calls last said.
-type scopeInformer struct {
-	key      scopeKey
-	informer toolscache.SharedIndexInformer
-	cancel   context.CancelFunc
-
-	mu      sync.Mutex
-	lastErr error // the last list/watch error, cleared by the next success
-	// progress is when the informer was started or its list or watch last delivered
-	// something (unix nanoseconds): a first list that streams is alive.
-	progress atomic.Int64
-}
-
-func (s *scopeInformer) touch() { s.progress.Store(time.Now().UnixNano()) }
-
-// stalled reports whether nothing arrived for longer than d.
-func (s *scopeInformer) stalled(d time.Duration) bool {
-	return time.Since(time.Unix(0, s.progress.Load())) > d
-}
-
-func (s *scopeInformer) err() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.lastErr
-}
-
-func (s *scopeInformer) setErr(err error) {
-	s.mu.Lock()
-	s.lastErr = err
-	s.mu.Unlock()
-}
-
-// targetWatches runs the informers of one target cluster. Interest comes from Track:
-// per resource type, the namespaces that recorded objects live in (with a count). A
-// type named in at most NamespaceThreshold namespaces gets one informer per namespace
-// (memory bounded by what Releases record); more namespaces share one informer for all
-// namespaces (watches bounded by the number of types).
+// targetWatches runs the informers of one target cluster. What they cover comes from
+// the cache's index (sync): per resource type, the namespaces that recorded objects
+// live in, with a count. A type named in at most NamespaceThreshold namespaces gets one
+// informer per namespace (memory bounded by what Releases record); more namespaces
+// share one informer for all namespaces (watches bounded by the number of types).
 type targetWatches struct {
 	cluster   string
 	client    dynamic.Interface // no client timeout: watches are long requests
 	direct    *dynamicReader    // GETs with the hold-down
-	opts      *ClusterCacheOptions
+	opts      *Options
 	log       logr.Logger
-	onObject  func(ObjectEvent)
+	onObject  func(ObjectKey)
+	running   *goroutines
 	ctx       context.Context
 	cancelAll context.CancelFunc
 
 	mu        sync.Mutex
-	interest  map[string][]TargetRef                         // release → refs
-	counts    map[schema.GroupVersionResource]map[string]int // gvr → namespace → refs
-	informers map[scopeKey]*scopeInformer                    // running
-	fallback  map[schema.GroupVersionResource]fallbackState  // list/watch refused
-	wide      map[schema.GroupVersionResource]bool           // currently all-namespaces
+	informers map[scopeKey]*scopeInformer                   // running
+	fallback  map[schema.GroupVersionResource]fallbackState // list/watch refused
+	wide      map[schema.GroupVersionResource]bool          // currently all-namespaces
 }
 
 type fallbackState struct {
@@ -139,13 +54,11 @@ type fallbackState struct {
 	err   error
 }
 
-func newTargetWatches(cluster string, client dynamic.Interface, direct *dynamicReader, opts *ClusterCacheOptions, onObject func(ObjectEvent)) *targetWatches {
-	ctx, cancel := context.WithCancel(context.Background())
+func newTargetWatches(ctx context.Context, running *goroutines, cluster string, client dynamic.Interface, direct *dynamicReader, opts *Options, onObject func(ObjectKey)) *targetWatches {
+	ctx, cancel := context.WithCancel(ctx)
 	return &targetWatches{
 		cluster: cluster, client: client, direct: direct, opts: opts, onObject: onObject,
-		log: opts.Log.WithValues("cluster", cluster), ctx: ctx, cancelAll: cancel,
-		interest:  map[string][]TargetRef{},
-		counts:    map[schema.GroupVersionResource]map[string]int{},
+		log: opts.Log.WithValues("cluster", cluster), running: running, ctx: ctx, cancelAll: cancel,
 		informers: map[scopeKey]*scopeInformer{},
 		fallback:  map[schema.GroupVersionResource]fallbackState{},
 		wide:      map[schema.GroupVersionResource]bool{},
@@ -164,41 +77,38 @@ func (w *targetWatches) stop() {
 	watchedScopes.DeletePartialMatch(map[string]string{"cluster": w.cluster})
 }
 
-// set replaces release's refs (nil drops the release) and reconciles the informers.
-func (w *targetWatches) set(release string, refs []TargetRef) {
+// sync starts and stops informers so that they cover counts (gvr → namespace → refs,
+// owned by the index: read only under the cache's lock, which the caller holds).
+func (w *targetWatches) sync(counts map[schema.GroupVersionResource]map[string]int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, r := range w.interest[release] {
-		if m := w.counts[r.GVR]; m != nil {
-			if m[r.Namespace]--; m[r.Namespace] <= 0 {
-				delete(m, r.Namespace)
-			}
-			if len(m) == 0 {
-				delete(w.counts, r.GVR)
-			}
+	want := w.desiredLocked(counts)
+	for k, s := range w.informers {
+		if !want[k] {
+			s.cancel()
+			delete(w.informers, k)
+			w.log.V(1).Info("stopped watching: nothing records it any more", "scope", k.String())
 		}
 	}
-	if len(refs) == 0 {
-		delete(w.interest, release)
-	} else {
-		w.interest[release] = refs
-	}
-	for _, r := range refs {
-		m := w.counts[r.GVR]
-		if m == nil {
-			m = map[string]int{}
-			w.counts[r.GVR] = m
+	for k := range want {
+		if _, ok := w.informers[k]; !ok {
+			w.informers[k] = w.startLocked(k)
+			w.log.V(1).Info("started watching", "scope", k.String())
 		}
-		m[r.Namespace]++
 	}
-	w.reconcileLocked()
+	for gvr := range w.wide {
+		if _, ok := counts[gvr]; !ok {
+			delete(w.wide, gvr)
+		}
+	}
+	watchedScopes.WithLabelValues(w.cluster).Set(float64(len(w.informers)))
 }
 
-// desiredLocked returns the informers that the counts ask for.
-func (w *targetWatches) desiredLocked() map[scopeKey]bool {
+// desiredLocked returns the informers that counts ask for.
+func (w *targetWatches) desiredLocked(counts map[schema.GroupVersionResource]map[string]int) map[scopeKey]bool {
 	want := map[scopeKey]bool{}
 	now := w.opts.Clock.Now()
-	for gvr, nss := range w.counts {
+	for gvr, nss := range counts {
 		if fb, ok := w.fallback[gvr]; ok && now.Before(fb.until) {
 			continue
 		}
@@ -220,34 +130,11 @@ func (w *targetWatches) desiredLocked() map[scopeKey]bool {
 	return want
 }
 
-func (w *targetWatches) reconcileLocked() {
-	want := w.desiredLocked()
-	for k, s := range w.informers {
-		if !want[k] {
-			s.cancel()
-			delete(w.informers, k)
-			w.log.V(1).Info("stopped watching: nothing records it any more", "scope", k.String())
-		}
-	}
-	for k := range want {
-		if _, ok := w.informers[k]; !ok {
-			w.informers[k] = w.startLocked(k)
-			w.log.V(1).Info("started watching", "scope", k.String())
-		}
-	}
-	for gvr := range w.wide {
-		if _, ok := w.counts[gvr]; !ok {
-			delete(w.wide, gvr)
-		}
-	}
-	watchedScopes.WithLabelValues(w.cluster).Set(float64(len(w.informers)))
-}
-
 // startLocked starts the informer of k: objects go through compactForCache, list and
 // watch errors are recorded (a forbidden or unserved type falls back to GETs).
 func (w *targetWatches) startLocked(k scopeKey) *scopeInformer {
 	ctx, cancel := context.WithCancel(w.ctx)
-	s := &scopeInformer{key: k, cancel: cancel}
+	s := &scopeInformer{key: k, cancel: cancel, clock: w.opts.Clock}
 	s.touch()
 	ri := w.client.Resource(k.gvr).Namespace(k.namespace)
 	record := func(err error) {
@@ -258,13 +145,6 @@ func (w *targetWatches) startLocked(k scopeKey) *scopeInformer {
 	}
 	lw := recordingListWatch(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return ri.List(ctx, o) },
 		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return ri.Watch(ctx, o) }, record, s.touch)
-	inf := toolscache.NewSharedIndexInformerWithOptions(lw, &unstructured.Unstructured{},
-		toolscache.SharedIndexInformerOptions{ObjectDescription: k.String()})
-	_ = inf.SetTransform(compactForCache)
-	_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *toolscache.Reflector, err error) {
-		record(err)
-		w.log.V(1).Info("watch error", "scope", k.String(), "error", err.Error())
-	})
 	notify := func(obj any) {
 		if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 			obj = t.Obj
@@ -273,75 +153,15 @@ func (w *targetWatches) startLocked(k scopeKey) *scopeInformer {
 		if err != nil || w.onObject == nil {
 			return
 		}
-		w.onObject(ObjectEvent{Cluster: w.cluster, Group: k.gvr.Group, Kind: cachedKind(obj), Namespace: a.GetNamespace(), Name: a.GetName()})
+		w.onObject(ObjectKey{Cluster: w.cluster, Group: k.gvr.Group, Kind: cachedKind(obj), Namespace: a.GetNamespace(), Name: a.GetName()})
 	}
-	_, _ = inf.AddEventHandler(changeHandler(notify))
-	s.informer = inf
-	go inf.RunWithContext(ctx)
+	s.informer = newInformer(lw, &unstructured.Unstructured{}, k.String(), func(err error) {
+		record(err)
+		w.log.V(1).Info("watch error", "scope", k.String(), "error", err.Error())
+	}, notify)
+	_ = s.informer.SetTransform(compactForCache)
+	w.running.goRun(ctx, s.informer.RunWithContext)
 	return s
-}
-
-// emptyWatchType is the type of watch.NewEmptyWatch, what client-go's Watch returns for
-// a request that failed with a probable EOF or a timeout.
-var emptyWatchType = reflect.TypeOf(watch.NewEmptyWatch())
-
-// recordingListWatch is a ListWatch of list and watchFn that hands the outcome of
-// every call to record (nil on success; a watch cut before it started is an error) and
-// calls progress for each list that succeeded and each event of a watch (a first list
-// that streams, as a watch with initial events, shows it is alive with every object).
-func recordingListWatch(list toolscache.ListWithContextFunc, watchFn toolscache.WatchFuncWithContext, record func(error), progress func()) *toolscache.ListWatch {
-	return &toolscache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			l, err := list(ctx, o)
-			record(err)
-			if err == nil {
-				progress()
-			}
-			return l, err
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			w, err := watchFn(ctx, o)
-			if err == nil && reflect.TypeOf(w) == emptyWatchType {
-				// client-go answers a watch request whose connection was reset, cut
-				// (EOF) or timed out with an empty watch and no error, so the informer
-				// retries quietly; the cache must not be trusted meanwhile.
-				record(fmt.Errorf("%w: the watch was cut before it started (connection reset, EOF or timeout)", ErrClusterNotConnected))
-				return w, nil
-			}
-			record(err)
-			if err != nil {
-				return w, err
-			}
-			return watch.Filter(w, func(e watch.Event) (watch.Event, bool) { progress(); return e, true }), nil
-		},
-	}
-}
-
-// changeHandler calls fn for an add after the informer's initial list, an update that
-// changed the resourceVersion (not a relist that changed nothing) and a delete.
-func changeHandler(fn func(obj any)) toolscache.ResourceEventHandler {
-	return toolscache.ResourceEventHandlerDetailedFuncs{
-		AddFunc: func(obj any, initial bool) {
-			if !initial {
-				fn(obj)
-			}
-		},
-		UpdateFunc: func(old, cur any) {
-			o, err1 := meta.Accessor(old)
-			c, err2 := meta.Accessor(cur)
-			if err1 == nil && err2 == nil && o.GetResourceVersion() == c.GetResourceVersion() {
-				return
-			}
-			fn(cur)
-		},
-		DeleteFunc: fn,
-	}
-}
-
-// refusesWatch tells a list/watch that will not work for this type however often it is
-// retried (forbidden, unserved, no list verb) from a transient failure.
-func refusesWatch(err error) bool {
-	return apierrors.IsForbidden(err) || apierrors.IsNotFound(err) || apierrors.IsMethodNotSupported(err)
 }
 
 // fallBack stops the informer of s and reads its type with GETs until
@@ -438,10 +258,10 @@ const syncWaitLimit = 12
 // waitSynced waits for s to sync while its first list makes progress, so that reads
 // wait for a big list instead of each sending a GET. It gives up when the list fails,
 // when nothing arrived for SyncWait (a cluster that stopped answering), and after
-// syncWaitLimit SyncWaits. It returns nil once synced, else why it gave up: the list's
-// error, errStalled, or the poll's timeout.
+// syncWaitLimit SyncWaits, all on the cache's clock. It returns nil once synced, else
+// why it gave up: the list's error, errStalled, or the wait's timeout.
 func (w *targetWatches) waitSynced(ctx context.Context, s *scopeInformer) error {
-	err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, syncWaitLimit*w.opts.SyncWait, true, func(context.Context) (bool, error) {
+	return pollUntil(ctx, w.opts.Clock, syncWaitLimit*w.opts.SyncWait, func() (bool, error) {
 		if s.informer.HasSynced() {
 			return true, nil
 		}
@@ -453,54 +273,11 @@ func (w *targetWatches) waitSynced(ctx context.Context, s *scopeInformer) error 
 		}
 		return false, nil
 	})
-	return err
 }
-
-var errStalled = errors.New("the first list delivered nothing for a while")
 
 // scopes returns the running informers' scopes, sorted, for tests and logs.
 func (w *targetWatches) scopes() []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return sortedNames(w.informers)
-}
-
-// sortedNames returns the keys of m as strings, sorted.
-func sortedNames[K interface {
-	comparable
-	fmt.Stringer
-}, V any](m map[K]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k.String())
-	}
-	sort.Strings(out)
-	return out
-}
-
-// lastAppliedAnnotation is kubectl's copy of the last applied object; rules never see it
-// (health.Evaluator removes it on every path) and it doubles an object's size.
-const lastAppliedAnnotation = health.LastAppliedAnnotation
-
-// stripForCache drops from an object what rules never read before it is cached:
-// metadata.managedFields and the last-applied-configuration annotation.
-func stripForCache(obj any) (any, error) {
-	if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-		return t, nil
-	}
-	a, err := meta.Accessor(obj)
-	if err != nil {
-		return obj, nil
-	}
-	a.SetManagedFields(nil)
-	if ann := a.GetAnnotations(); ann != nil {
-		if _, ok := ann[lastAppliedAnnotation]; ok {
-			delete(ann, lastAppliedAnnotation)
-			if len(ann) == 0 {
-				ann = nil
-			}
-			a.SetAnnotations(ann)
-		}
-	}
-	return obj, nil
 }

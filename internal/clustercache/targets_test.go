@@ -2,146 +2,26 @@ package clustercache
 
 import (
 	"context"
-	"fmt"
-	"net/http"
-	"os"
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/clientcmd"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
-	"github.com/kumodo/convoy-observer/internal/testenv"
 )
-
-var env *testenv.Env
-
-func TestMain(m *testing.M) {
-	env = testenv.MustStart()
-	code := m.Run()
-	env.Stop()
-	os.Exit(code)
-}
-
-var gvrConfigMaps = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
-
-var nsCounter atomic.Int32
-
-// namespace creates a fresh namespace.
-func namespace(t *testing.T) string {
-	t.Helper()
-	ns := fmt.Sprintf("b%d-%d", time.Now().UnixNano()%100000, nsCounter.Add(1))
-	if err := env.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		t.Fatal(err)
-	}
-	return ns
-}
-
-// configMap creates or updates the ConfigMap ns/name with data.v = value.
-func configMap(t *testing.T, ns, name, value string) {
-	t.Helper()
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
-		Annotations: map[string]string{lastAppliedAnnotation: `{"big":"copy"}`, "keep": "me"}},
-		Data: map[string]string{"v": value}}
-	err := env.Client.Create(context.Background(), cm)
-	if apierrors.IsAlreadyExists(err) {
-		cur := &corev1.ConfigMap{}
-		if err := env.Client.Get(context.Background(), clientKey(ns, name), cur); err != nil {
-			t.Fatal(err)
-		}
-		cur.Data = cm.Data
-		err = env.Client.Update(context.Background(), cur)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
-func clientKey(ns, name string) client.ObjectKey { return client.ObjectKey{Namespace: ns, Name: name} }
-
-func cmRef(ns, name string) TargetRef {
-	return TargetRef{GVR: gvrConfigMaps, Kind: "ConfigMap", Namespace: ns, Name: name}
-}
-
-// requestLog counts the requests of a client by verb (get, list, watch).
-type requestLog struct {
-	mu sync.Mutex
-	n  map[string]int
-	// holdLists delays every list and watch of ConfigMaps while it is set (an informer
-	// that cannot sync).
-	holdLists atomic.Bool
-}
-
-func (l *requestLog) count(verb string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.n[verb]
-}
-
-type roundTripper func(*http.Request) (*http.Response, error)
-
-func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
-// wrap counts and, when asked, stalls requests to the API server.
-func (l *requestLog) wrap(cfg *rest.Config) *rest.Config {
-	cfg = rest.CopyConfig(cfg)
-	l.n = map[string]int{}
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripper(func(r *http.Request) (*http.Response, error) {
-			verb := "get"
-			switch {
-			case r.URL.Query().Get("watch") == "true":
-				verb = "watch"
-			case strings.HasSuffix(r.URL.Path, "/configmaps") || strings.HasSuffix(r.URL.Path, "/secrets"):
-				verb = "list"
-			}
-			l.mu.Lock()
-			l.n[verb]++
-			l.mu.Unlock()
-			// Hold the informer's first list, a LIST or a streaming watch-list.
-			if verb != "get" && strings.HasSuffix(r.URL.Path, "/configmaps") {
-				for l.holdLists.Load() && r.Context().Err() == nil {
-					time.Sleep(10 * time.Millisecond)
-				}
-			}
-			return rt.RoundTrip(r)
-		})
-	})
-	return cfg
-}
-
-func localCluster(name string) *v1alpha1.Cluster {
-	return &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}}
-}
-
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	if err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 20*time.Second, true,
-		func(context.Context) (bool, error) { return cond(), nil }); err != nil {
-		t.Fatalf("timed out waiting for %s", what)
-	}
-}
 
 // TestWatchFollowsTrackedTypes: a type that a Release starts to record starts an
 // informer (per namespace, all namespaces above the threshold), reads come from it with
 // no GET, managedFields and the last-applied annotation are not cached, a change calls
-// the object callback, and the informer stops when nothing names the type any more.
+// the callback of the Release that reads it, and the informer stops when nothing names the type any more.
 func TestWatchFollowsTrackedTypes(t *testing.T) {
 	ns1, ns2, ns3 := namespace(t), namespace(t), namespace(t)
 	configMap(t, ns1, "a", "1")
@@ -149,11 +29,11 @@ func TestWatchFollowsTrackedTypes(t *testing.T) {
 	configMap(t, ns3, "c", "1")
 	log := &requestLog{}
 	var events sync.Map
-	cache := NewClusterCache(ClusterCacheOptions{Local: log.wrap(env.Config), Watch: true, NamespaceThreshold: 2})
-	cache.Notify(func(ev ObjectEvent) { events.Store(ev.Namespace+"/"+ev.Name, ev) }, nil)
+	cache := New(Options{Local: log.wrap(env.Config), Watch: true, NamespaceThreshold: 2})
+	cache.Watch(func(release string) { events.Store(release, true) }, nil)
 	cluster := localCluster("watch")
 	key := toolscache.MetaObjectToName(cluster).String()
-	reader, err := cache.ForCluster(context.Background(), cluster)
+	reader, err := cache.GetReader(context.Background(), cluster)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +62,10 @@ func TestWatchFollowsTrackedTypes(t *testing.T) {
 	}
 
 	configMap(t, ns1, "a", "2")
-	eventually(t, "the update event of "+ns1+"/a", func() bool { _, ok := events.Load(ns1 + "/a"); return ok })
+	eventually(t, "the update of "+ns1+"/a to wake ns/r1", func() bool { _, ok := events.Load("ns/r1"); return ok })
+	if _, ok := events.Load("ns/r2"); ok {
+		t.Fatal("the update of " + ns1 + "/a woke ns/r2, which does not read it")
+	}
 	eventually(t, "the cache to see the update", func() bool {
 		o, err := reader.Get(context.Background(), gvrConfigMaps, ns1, "a")
 		return err == nil && o.Object["data"].(map[string]any)["v"] == "2"
@@ -213,33 +96,6 @@ func TestWatchFollowsTrackedTypes(t *testing.T) {
 	}
 }
 
-// getOnlyConfig returns the config of a new user who may get resource (core group) in
-// every namespace, and nothing else.
-func getOnlyConfig(t *testing.T, ns, resource string) *rest.Config {
-	t.Helper()
-	ctx := context.Background()
-	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "get-only-" + resource + "-" + ns},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{resource}, Verbs: []string{"get"}}}}
-	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role.Name},
-		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role.Name},
-		Subjects: []rbacv1.Subject{{Kind: "User", Name: role.Name}}}
-	if err := env.Client.Create(ctx, role); err != nil {
-		t.Fatal(err)
-	}
-	if err := env.Client.Create(ctx, binding); err != nil {
-		t.Fatal(err)
-	}
-	kc, err := env.UserKubeconfig(role.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := clientcmd.RESTConfigFromKubeConfig(kc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg
-}
-
 // TestForbiddenTypeFallsBackToGets: an identity that may get ConfigMaps but not list or
 // watch them reads them with GETs (with the fallback metric), not as Unknown.
 func TestForbiddenTypeFallsBackToGets(t *testing.T) {
@@ -247,9 +103,9 @@ func TestForbiddenTypeFallsBackToGets(t *testing.T) {
 	configMap(t, ns, "a", "1")
 	ctx := context.Background()
 	cfg := getOnlyConfig(t, ns, "configmaps")
-	cache := NewClusterCache(ClusterCacheOptions{Local: cfg, Watch: true})
+	cache := New(Options{Local: cfg, Watch: true})
 	cluster := localCluster("forbidden-" + ns)
-	reader, err := cache.ForCluster(ctx, cluster)
+	reader, err := cache.GetReader(ctx, cluster)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,9 +137,9 @@ func TestUnsyncedCacheNeverAnswersNotFound(t *testing.T) {
 	configMap(t, ns, "a", "1")
 	log := &requestLog{}
 	log.holdLists.Store(true)
-	cache := NewClusterCache(ClusterCacheOptions{Local: log.wrap(env.Config), Watch: true, SyncWait: 200 * time.Millisecond})
+	cache := New(Options{Local: log.wrap(env.Config), Watch: true, SyncWait: 200 * time.Millisecond})
 	cluster := localCluster("unsynced")
-	reader, err := cache.ForCluster(context.Background(), cluster)
+	reader, err := cache.GetReader(context.Background(), cluster)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,9 +168,9 @@ func TestUnsyncedCacheNeverAnswersNotFound(t *testing.T) {
 func TestMissInSyncedCacheIsConfirmed(t *testing.T) {
 	ns := namespace(t)
 	configMap(t, ns, "a", "1")
-	cache := NewClusterCache(ClusterCacheOptions{Local: env.Config, Watch: true})
+	cache := New(Options{Local: env.Config, Watch: true})
 	cluster := localCluster("miss")
-	reader, err := cache.ForCluster(context.Background(), cluster)
+	reader, err := cache.GetReader(context.Background(), cluster)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -355,11 +211,11 @@ func TestKubeconfigSecretRotation(t *testing.T) {
 		t.Fatal(err)
 	}
 	var woken sync.Map
-	cache := NewClusterCache(ClusterCacheOptions{Secrets: cs, Watch: true})
-	cache.Notify(nil, func(namespace, name string) { woken.Store(namespace+"/"+name, true) })
+	cache := New(Options{Secrets: cs, Watch: true})
+	cache.Watch(nil, func(namespace, name string) { woken.Store(namespace+"/"+name, true) })
 	cluster := &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "remote"},
 		Spec: v1alpha1.ClusterSpec{KubeconfigSecretRef: &v1alpha1.SecretKeyReference{Name: "kc"}}}
-	r1, err := cache.ForCluster(ctx, cluster)
+	r1, err := cache.GetReader(ctx, cluster)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -367,7 +223,7 @@ func TestKubeconfigSecretRotation(t *testing.T) {
 	if _, err := r1.Get(ctx, gvrConfigMaps, ns, "a"); err != nil {
 		t.Fatal(err)
 	}
-	if again, err := cache.ForCluster(ctx, cluster); err != nil || again != r1 {
+	if again, err := cache.GetReader(ctx, cluster); err != nil || again != r1 {
 		t.Fatalf("a second pass rebuilt the clients of an unchanged Cluster (%v)", err)
 	}
 	if got := cache.secrets.watched(); !slices.Equal(got, []string{ns + "/kc"}) {
@@ -379,7 +235,7 @@ func TestKubeconfigSecretRotation(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "the rotation to wake the Cluster's Releases", func() bool { _, ok := woken.Load(ns + "/remote"); return ok })
-	r2, err := cache.ForCluster(ctx, cluster)
+	r2, err := cache.GetReader(ctx, cluster)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -398,27 +254,11 @@ func TestKubeconfigSecretRotation(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "the deletion to wake the Cluster's Releases", func() bool { _, ok := woken.Load(ns + "/remote"); return ok })
-	if _, err := cache.ForCluster(ctx, cluster); err == nil || !strings.Contains(err.Error(), "not found") {
+	if _, err := cache.GetReader(ctx, cluster); err == nil || !strings.Contains(err.Error(), "not found") {
 		t.Fatalf("Cluster whose Secret is gone: %v, want a not-found ErrClusterNotConnected", err)
 	}
 	cache.Forget(ns, "remote")
 	if got := cache.secrets.watched(); len(got) != 0 {
 		t.Fatalf("Secrets still watched after the Cluster was forgotten: %v", got)
-	}
-}
-
-// TestStripForCache: managedFields and the last-applied annotation go; the rest stays.
-func TestStripForCache(t *testing.T) {
-	u := &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{
-		"name": "x", "managedFields": []any{map[string]any{"manager": "m"}},
-		"annotations": map[string]any{lastAppliedAnnotation: "{}"},
-	}, "status": map[string]any{"ready": true}}}
-	out, err := stripForCache(u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := out.(*unstructured.Unstructured)
-	if got.GetManagedFields() != nil || got.GetAnnotations() != nil || got.Object["status"] == nil {
-		t.Fatalf("stripped = %v", got.Object)
 	}
 }

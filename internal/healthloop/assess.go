@@ -99,7 +99,7 @@ func (h *HealthController) assess(ctx context.Context, rel *v1alpha1.Release, pi
 	if clusterErr != nil {
 		return nil, clusterErr
 	}
-	reader, err := h.Clusters.ForCluster(ctx, cluster)
+	reader, err := h.Clusters.GetReader(ctx, cluster)
 	if err != nil {
 		return nil, err
 	}

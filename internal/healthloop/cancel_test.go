@@ -14,6 +14,7 @@ import (
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
 	"github.com/kumodo/convoy-observer/internal/clustercache"
+	"github.com/kumodo/convoy-observer/internal/clustercache/fake"
 	"github.com/kumodo/convoy-observer/internal/controller/base"
 	"github.com/kumodo/convoy-observer/internal/controller/base/basetest"
 )
@@ -85,7 +86,7 @@ func TestCancelledPassWritesNothing(t *testing.T) {
 			rel, inv, syncs := f.getRelease().ResourceVersion, f.getInventory().ResourceVersion, f.api.syncs.Load()
 
 			ctx, cancel := context.WithCancel(context.Background())
-			f.h.Clusters = fakeClusters{cancellingReader{cancel: cancel, notConnect: notConnect}}
+			f.h.Clusters = fake.New(cancellingReader{cancel: cancel, notConnect: notConnect})
 			f.h.Writer = detachedWriter{env.Client}
 			f.clock.Step(time.Hour) // the hook would time out, the entry would turn Unknown
 			// The pass runs in a real controller, on the context that the read cancels

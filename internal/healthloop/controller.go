@@ -46,7 +46,7 @@ type HealthController struct {
 	// Writer applies the observer's fields with Server-Side Apply.
 	Writer client.Client
 	// Clusters hands out a reader per target Cluster.
-	Clusters clustercache.ClusterClients
+	Clusters clustercache.ClusterCache
 	// Shards is the shard gate of this replica.
 	Shards *base.ShardGate
 	// Waker sends the sync request; nil disables wake-ups (logged once per edge).
@@ -72,9 +72,6 @@ type HealthController struct {
 	// events is the memory of cluster edges and the per-Cluster Event budget.
 	events eventState
 
-	// targets maps target objects to the Releases that read them.
-	targets targetIndex
-
 	// Fair configures the budget of a pass and the fair evaluation across namespaces
 	// (fair.go); NewHealthController sets DefaultPassBudget.
 	Fair FairOptions
@@ -96,7 +93,7 @@ type HealthController struct {
 }
 
 // NewHealthController returns a loop with the real clock and default settings.
-func NewHealthController(reader client.Reader, writer client.Client, clusters clustercache.ClusterClients, shards *base.ShardGate, waker Waker) *HealthController {
+func NewHealthController(reader client.Reader, writer client.Client, clusters clustercache.ClusterCache, shards *base.ShardGate, waker Waker) *HealthController {
 	return &HealthController{
 		Reader:          reader,
 		Writer:          writer,
@@ -126,11 +123,9 @@ func (h *HealthController) SetupWithManager(ctx context.Context, mgr manager.Man
 	fan := base.ReleaseFanOut{Reader: mgr.GetCache(), Log: h.Log}
 	enq := &base.Enqueuer{}
 	h.Enqueue = enq.Enqueue
-	if t, ok := h.Clusters.(clustercache.TargetTracker); ok {
-		// A changed target object wakes the Releases that read it; a rotated kubeconfig
-		// Secret wakes every Release of its Cluster.
-		t.Notify(h.targetChanged, func(namespace, name string) { enq.Add(fan.Releases(ctx, namespace, name)...) })
-	}
+	// A changed target object wakes the Releases that read it; a rotated kubeconfig
+	// Secret wakes every Release of its Cluster.
+	h.Clusters.Watch(h.targetChanged, func(namespace, name string) { enq.Add(fan.Releases(ctx, namespace, name)...) })
 	opts := base.ControllerOptions(workers)
 	opts.RateLimiter = h.rateLimiter(opts.RateLimiter)
 	opts.Logger = h.Log

@@ -99,7 +99,7 @@ func (h *HealthController) pollHooks(ctx context.Context, rel *v1alpha1.Release,
 			if clusterErr != nil {
 				pollErr = clusterErr
 			} else {
-				reader, pollErr = h.Clusters.ForCluster(ctx, cluster)
+				reader, pollErr = h.Clusters.GetReader(ctx, cluster)
 			}
 		}
 		if pollErr != nil {

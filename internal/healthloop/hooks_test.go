@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
-	"github.com/kumodo/convoy-observer/internal/clustercache"
+	"github.com/kumodo/convoy-observer/internal/clustercache/fake"
 )
 
 // hook is a hook as the controller-manager records it.
@@ -171,14 +171,6 @@ func (failingReader) Get(context.Context, schema.GroupVersionResource, string, s
 	return nil, errors.New("etcdserver: request timed out")
 }
 
-type fakeClusters struct{ reader clustercache.ObjectReader }
-
-func (c fakeClusters) ForCluster(context.Context, *v1alpha1.Cluster) (clustercache.ObjectReader, error) {
-	return c.reader, nil
-}
-
-func (fakeClusters) Forget(string, string) {}
-
 // TestHookReadErrorChangesNothing: a read error other than NotFound is logged and
 // writes nothing.
 func TestHookReadErrorChangesNothing(t *testing.T) {
@@ -189,7 +181,7 @@ func TestHookReadErrorChangesNothing(t *testing.T) {
 	f.hooks(hook{name: "pre", kind: "Job", workload: "migrate", createdAt: t0})
 	f.pass()
 	rv := f.getInventory().ResourceVersion
-	f.h.Clusters = fakeClusters{failingReader{}}
+	f.h.Clusters = fake.New(failingReader{})
 	f.clock.Step(time.Hour) // even past the timeout: nothing is decided without a read
 	res := f.pass()
 	if f.getInventory().ResourceVersion != rv {

@@ -74,7 +74,7 @@ func TestMessagesAtTheCap(t *testing.T) {
 // (only c0 exists) and the CRD's maximum of 256 hooks (no workload exists).
 func (f *fixture) largeInventory(n int) {
 	f.t.Helper()
-	f.h.Clusters = clustercache.NewClusterCache(clustercache.ClusterCacheOptions{Local: env.Config, SecretReader: env.Client, QPS: 5000, Burst: 5000})
+	f.h.Clusters = clustercache.New(clustercache.Options{Local: env.Config, SecretReader: env.Client, QPS: 5000, Burst: 5000})
 	f.configMap("c0", "true")
 	list := make([]any, 0, n)
 	for i := range n {

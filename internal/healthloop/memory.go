@@ -79,7 +79,8 @@ func (h *HealthController) forget(key string) {
 }
 
 // remembered counts what the loop holds in memory, per Release and per Cluster, for
-// tests: after the last Release is gone both are zero.
+// tests: after the last Release is gone both are zero. What each Release reads from its
+// target is the cluster cache's (Untrack in forget).
 func (h *HealthController) remembered() (releases, clusters int) {
 	h.mu.Lock()
 	releases = max(len(h.memory), len(h.clusterOf))
@@ -89,8 +90,5 @@ func (h *HealthController) remembered() (releases, clusters int) {
 	h.fair.mu.Lock()
 	fr := len(h.fair.cut)
 	h.fair.mu.Unlock()
-	h.targets.mu.Lock()
-	tr := len(h.targets.releases)
-	h.targets.mu.Unlock()
-	return max(releases, er, fr, tr), max(clusters, ec)
+	return max(releases, er, fr), max(clusters, ec)
 }

@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
+	"github.com/kumodo/convoy-observer/internal/clustercache"
 )
 
 // TestMemoryGoesWithTheRelease: what the loop remembers of a Release (its attempt
@@ -46,6 +47,12 @@ func TestMemoryGoesWithTheRelease(t *testing.T) {
 	if r, c := f.h.remembered(); r != 2 || c != 1 {
 		t.Fatalf("after the passes: %d Releases and %d Clusters remembered, want 2 and 1", r, c)
 	}
+	// What the Releases read is the cluster cache's index.
+	cache := f.h.Clusters.(*clustercache.Cache)
+	objA := clustercache.ObjectKey{Cluster: f.ns + "/gone", Kind: "ConfigMap", Namespace: f.ns, Name: "a"}
+	if got := cache.Readers(objA); len(got) != 2 {
+		t.Fatalf("after the passes: readers of ConfigMap a = %v, want both Releases", got)
+	}
 	if c, _, _, ec := remembered(); c != 2 || ec != 1 {
 		t.Fatalf("after the passes: %d Releases' Clusters and %d Clusters' Events remembered, want 2 and 1", c, ec)
 	}
@@ -64,5 +71,8 @@ func TestMemoryGoesWithTheRelease(t *testing.T) {
 	}
 	if r, c := f.h.remembered(); r != 0 || c != 0 {
 		t.Fatalf("after the last Release: %d Releases and %d Clusters remembered, want none", r, c)
+	}
+	if got := cache.Readers(objA); len(got) != 0 {
+		t.Fatalf("after the last Release: readers of ConfigMap a = %v, want none", got)
 	}
 }

@@ -108,7 +108,7 @@ func newFixture(t *testing.T) *fixture {
 
 // newController returns a fresh loop instance (no in-memory state) on f's clock.
 func (f *fixture) newController() *HealthController {
-	clusters := clustercache.NewClusterCache(clustercache.ClusterCacheOptions{Local: env.Config, SecretReader: env.Client})
+	clusters := clustercache.New(clustercache.Options{Local: env.Config, SecretReader: env.Client})
 	h := NewHealthController(env.Client, env.Client, clusters, base.NewShardGate(nil),
 		&syncapi.Client{BaseURL: f.api.URL})
 	h.Clock = f.clock

@@ -34,12 +34,12 @@ func (w *wakeLog) get() []string {
 
 // watching switches f's loop to a watch-fed cluster cache whose object changes are
 // recorded in the returned log (the loop's Enqueue).
-func (f *fixture) watching() (*clustercache.ClusterCache, *wakeLog) {
-	cache := clustercache.NewClusterCache(clustercache.ClusterCacheOptions{Local: env.Config, SecretReader: env.Client, Watch: true})
+func (f *fixture) watching() (*clustercache.Cache, *wakeLog) {
+	cache := clustercache.New(clustercache.Options{Local: env.Config, SecretReader: env.Client, Watch: true})
 	log := &wakeLog{}
 	f.h.Clusters = cache
 	f.h.Enqueue = log.add
-	cache.Notify(f.h.targetChanged, nil)
+	cache.Watch(f.h.targetChanged, nil)
 	return cache, log
 }
 
@@ -128,7 +128,7 @@ func TestTrackedTypesFollowTheInventory(t *testing.T) {
 	if got := cache.Scopes(clusterKey); len(got) != 0 {
 		t.Fatalf("scopes after the Release was deleted = %v, want none", got)
 	}
-	if got := f.h.targets.lookup(targetKey{cluster: clusterKey, kind: "ConfigMap", namespace: f.ns, name: "a"}); len(got) != 0 {
+	if got := cache.Readers(clustercache.ObjectKey{Cluster: clusterKey, Kind: "ConfigMap", Namespace: f.ns, Name: "a"}); len(got) != 0 {
 		t.Fatalf("index still maps a to %v", got)
 	}
 	_ = log

@@ -214,7 +214,7 @@ func TestTargetChangeWakesThroughTheController(t *testing.T) {
 	f.configMap("a", "true")
 	f.inventory(cm("a", 0, "r1"))
 	passes := startManager(t, f, func(h *HealthController) {
-		h.Clusters = clustercache.NewClusterCache(clustercache.ClusterCacheOptions{Local: env.Config, SecretReader: env.Client, Watch: true})
+		h.Clusters = clustercache.New(clustercache.Options{Local: env.Config, SecretReader: env.Client, Watch: true})
 	})
 	eventually(t, "the entry to turn Healthy", func() bool { return f.entry("a").State == v1alpha1.StateHealthy })
 	first := passes.get(f.key)

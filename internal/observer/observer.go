@@ -214,12 +214,17 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, err
 	if err != nil {
 		return nil, fmt.Errorf("creating the management client: %w", err)
 	}
-	clusters := clustercache.NewClusterCache(clustercache.ClusterCacheOptions{
+	clusters := clustercache.New(clustercache.Options{
 		Local: cfg, SecretReader: live, Secrets: secrets,
 		QPS: o.TargetQPS, Burst: o.TargetBurst, Timeout: o.TargetTimeout,
 		Kubeconfig: o.Kubeconfig, Watch: !o.DirectReads, NamespaceThreshold: o.TargetNamespaceThreshold,
 		Log: ctrl.Log.WithName("targets"),
 	})
+	// The manager stops the cache (its informers and Secret watches) at shutdown, after
+	// the loop.
+	if err := mgr.Add(clusters); err != nil {
+		return nil, fmt.Errorf("adding the cluster cache to the manager: %w", err)
+	}
 	var waker healthloop.Waker
 	switch wakeCfg := rest.CopyConfig(cfg); {
 	case o.SyncURL != "":

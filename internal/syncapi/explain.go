@@ -66,7 +66,7 @@ type Explainer struct {
 
 	// clusters reads target clusters (targets), created on first use.
 	clustersOnce sync.Once
-	clusters     *clustercache.ClusterCache
+	clusters     *clustercache.Cache
 }
 
 // Explain sets RulesApplied of every entry of resp (the number of selected rules that
@@ -205,13 +205,13 @@ func (x *Explainer) maxEntries() int {
 	return x.MaxEntries
 }
 
-// targets returns the readers of target clusters: the loop's clustercache.ClusterCache without
+// targets returns the readers of target clusters: the loop's clustercache.Cache without
 // watches (a GET per read, each bounded by its timeout, a dead cluster held down, the
 // client of a kubeconfig Secret kept while the Secret does not change, and the same
 // kubeconfig policy as the loop), made on first use.
-func (x *Explainer) targets() *clustercache.ClusterCache {
+func (x *Explainer) targets() *clustercache.Cache {
 	x.clustersOnce.Do(func() {
-		x.clusters = clustercache.NewClusterCache(clustercache.ClusterCacheOptions{Local: x.LocalConfig, SecretReader: x.Reader, Kubeconfig: x.Kubeconfig})
+		x.clusters = clustercache.New(clustercache.Options{Local: x.LocalConfig, SecretReader: x.Reader, Kubeconfig: x.Kubeconfig})
 	})
 	return x.clusters
 }
@@ -226,7 +226,7 @@ func (x *Explainer) targetReader(ctx context.Context, rel *v1alpha1.Release) (cl
 	if cluster.Spec.KubeconfigSecretRef == nil && x.LocalConfig == nil {
 		return nil, fmt.Errorf("the Cluster %s has no kubeconfigSecretRef and this server reads no local cluster", cluster.Name)
 	}
-	return x.targets().ForCluster(ctx, cluster)
+	return x.targets().GetReader(ctx, cluster)
 }
 
 // countErrors returns how many of errs are not nil, and the first that is not.

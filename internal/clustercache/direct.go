@@ -1,0 +1,99 @@
+package clustercache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/utils/clock"
+)
+
+// dynamicReader reads target objects with GETs. After a read that found the cluster
+// not answering it holds the cluster down (reads fail at once) for holdDown.
+type dynamicReader struct {
+	client   dynamic.Interface
+	cluster  string
+	holdDown time.Duration
+	clock    clock.PassiveClock
+	// probe asks the server for /version: it tells a dead cluster from one slow object.
+	probe func() error
+
+	mu        sync.Mutex
+	downUntil time.Time
+	downErr   error
+}
+
+// heldDown returns the error of a cluster held down after it did not answer, or nil.
+func (r *dynamicReader) heldDown() error {
+	r.mu.Lock()
+	until, last := r.downUntil, r.downErr
+	r.mu.Unlock()
+	if now := r.clock.Now(); now.Before(until) {
+		return fmt.Errorf("%w: Cluster %s did not answer (not retried before %s): %w",
+			ErrClusterNotConnected, r.cluster, until.UTC().Format(time.RFC3339), last)
+	}
+	return nil
+}
+
+func (r *dynamicReader) Get(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string) (*unstructured.Unstructured, error) {
+	if err := r.heldDown(); err != nil {
+		return nil, err
+	}
+	var ri dynamic.ResourceInterface = r.client.Resource(gvr)
+	if namespace != "" {
+		ri = r.client.Resource(gvr).Namespace(namespace)
+	}
+	u, err := ri.Get(ctx, name, metav1.GetOptions{})
+	if err == nil || !IsConnectionError(err) {
+		return u, err
+	}
+	if ctx.Err() != nil { // our caller gave up (shutdown, a sibling's failure): no verdict
+		return nil, fmt.Errorf("%w: Cluster %s: %w", ErrClusterNotConnected, r.cluster, err)
+	}
+	// A request that was connected and then timed out may be one slow object (a hung
+	// conversion webhook or aggregated API): ask the server itself before holding the
+	// whole cluster down. A failed dial needs no second opinion.
+	if !isDialError(err) && r.probe != nil && r.probe() == nil {
+		return nil, fmt.Errorf("the server answers, but not for this object: %w", err)
+	}
+	r.mu.Lock()
+	r.downUntil, r.downErr = r.clock.Now().Add(r.holdDown), err
+	r.mu.Unlock()
+	return nil, fmt.Errorf("%w: Cluster %s: %w", ErrClusterNotConnected, r.cluster, err)
+}
+
+// isDialError reports whether err failed to open a connection at all (refused,
+// unreachable, or a dial timeout).
+func isDialError(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// IsConnectionError reports whether err says that the server did not answer at all
+// (a transport error, a timeout of the request) as opposed to an API status: any
+// status, even 503 from one unavailable aggregated API, concerns one object and leaves
+// the rest of the cluster readable.
+func IsConnectionError(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, ErrClusterNotConnected) {
+		return true
+	}
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		return false
+	}
+	var uerr *url.Error
+	var nerr net.Error
+	return errors.As(err, &uerr) || errors.As(err, &nerr) || errors.Is(err, context.DeadlineExceeded)
+}

@@ -1,0 +1,154 @@
+package clustercache
+
+import (
+	"sort"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	toolscache "k8s.io/client-go/tools/cache"
+
+	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
+)
+
+// index is the one record of which Release reads which target object. Each Track
+// replaces its Release's part (level-triggered: a Release reads what its last pass saw).
+// From it come the Releases a changed object wakes (objects) and, per cluster, the
+// types and namespaces its informers cover (scopes).
+type index struct {
+	releases map[string]tracked                                        // release → what it reads
+	objects  map[ObjectKey]map[string]struct{}                         // object → releases
+	scopes   map[string]map[schema.GroupVersionResource]map[string]int // cluster → gvr → namespace → refs
+}
+
+type tracked struct {
+	cluster string
+	refs    []TargetRef
+}
+
+func newIndex() index {
+	return index{releases: map[string]tracked{}, objects: map[ObjectKey]map[string]struct{}{},
+		scopes: map[string]map[schema.GroupVersionResource]map[string]int{}}
+}
+
+func (r TargetRef) key(cluster string) ObjectKey {
+	return ObjectKey{Cluster: cluster, Group: r.GVR.Group, Kind: r.Kind, Namespace: r.Namespace, Name: r.Name}
+}
+
+// set replaces what release reads with refs on cluster (no refs: nothing) and returns
+// the clusters whose scopes changed.
+func (x *index) set(release, cluster string, refs []TargetRef) []string {
+	var changed []string
+	if old, ok := x.releases[release]; ok {
+		x.remove(release, old)
+		changed = append(changed, old.cluster)
+	}
+	if len(refs) == 0 {
+		delete(x.releases, release)
+		return changed
+	}
+	x.releases[release] = tracked{cluster: cluster, refs: refs}
+	counts := x.scopes[cluster]
+	if counts == nil {
+		counts = map[schema.GroupVersionResource]map[string]int{}
+		x.scopes[cluster] = counts
+	}
+	for _, r := range refs {
+		m := x.objects[r.key(cluster)]
+		if m == nil {
+			m = map[string]struct{}{}
+			x.objects[r.key(cluster)] = m
+		}
+		m[release] = struct{}{}
+		nss := counts[r.GVR]
+		if nss == nil {
+			nss = map[string]int{}
+			counts[r.GVR] = nss
+		}
+		nss[r.Namespace]++
+	}
+	if len(changed) == 0 || changed[0] != cluster {
+		changed = append(changed, cluster)
+	}
+	return changed
+}
+
+func (x *index) remove(release string, t tracked) {
+	counts := x.scopes[t.cluster]
+	for _, r := range t.refs {
+		k := r.key(t.cluster)
+		if m := x.objects[k]; m != nil {
+			delete(m, release)
+			if len(m) == 0 {
+				delete(x.objects, k)
+			}
+		}
+		if nss := counts[r.GVR]; nss != nil {
+			if nss[r.Namespace]--; nss[r.Namespace] <= 0 {
+				delete(nss, r.Namespace)
+			}
+			if len(nss) == 0 {
+				delete(counts, r.GVR)
+			}
+		}
+	}
+	if len(counts) == 0 {
+		delete(x.scopes, t.cluster)
+	}
+}
+
+// readers returns the sorted keys of the Releases that read k.
+func (x *index) readers(k ObjectKey) []string {
+	out := make([]string, 0, len(x.objects[k]))
+	for r := range x.objects[k] {
+		out = append(out, r)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Track implements ClusterCache.
+func (c *Cache) Track(release string, cluster *v1alpha1.Cluster, refs []TargetRef) {
+	key := ""
+	if cluster != nil {
+		key = toolscache.MetaObjectToName(cluster).String()
+	} else {
+		refs = nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, changed := range c.index.set(release, key, refs) {
+		if cc := c.clients[changed]; cc != nil && cc.watches != nil {
+			cc.watches.sync(c.index.scopes[changed])
+		}
+	}
+}
+
+// Untrack implements ClusterCache.
+func (c *Cache) Untrack(release string) { c.Track(release, nil, nil) }
+
+// Watch implements ClusterCache.
+func (c *Cache) Watch(release func(string), cluster func(namespace, name string)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.onRelease, c.onCluster = release, cluster
+}
+
+// Readers returns the sorted keys of the Releases that read k (Track).
+func (c *Cache) Readers(k ObjectKey) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.index.readers(k)
+}
+
+// objectChanged calls the Watch callback with each Release that reads k.
+func (c *Cache) objectChanged(k ObjectKey) {
+	c.mu.Lock()
+	fn := c.onRelease
+	releases := c.index.readers(k)
+	c.mu.Unlock()
+	if fn == nil {
+		return
+	}
+	for _, r := range releases {
+		fn(r)
+	}
+}
