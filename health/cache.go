@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 
+	"golang.org/x/sync/singleflight"
 	"k8s.io/utils/lru"
 
 	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
@@ -23,9 +24,12 @@ const DefaultCacheSize = 256
 // first Get of its selection. A selection that does not compile is cached with its
 // *CompileError, so it is not compiled again either until a set changes.
 //
-// It is safe for concurrent use; concurrent Gets of a new selection may compile it
-// more than once, and the first result stored wins.
+// It is safe for concurrent use. Concurrent Gets of a new selection compile it once:
+// the others wait for that compilation (a cold start of the loop has every worker ask
+// for the same selection at once, and compiling the whole rule library takes a large
+// part of a second of CPU).
 type EvaluatorCache struct {
+	flight  singleflight.Group // by selection key
 	mu      sync.Mutex
 	entries *lru.Cache // key → *cacheEntry
 	// generations is the newest generation seen of each set (kind/namespace/name/uid),
@@ -70,24 +74,38 @@ func (c *EvaluatorCache) Get(global []extv1alpha1.GlobalHealthRuleSet, local []e
 	}
 	c.mu.Unlock()
 
+	v, _, _ := c.flight.Do(key, func() (any, error) {
+		return c.compile(key, ids, gens, global, local), nil
+	})
+	e := v.(*cacheEntry)
+	return e.ev, e.err
+}
+
+// compile builds the Evaluator of a selection and stores it, unless a caller that
+// started earlier stored it meanwhile.
+func (c *EvaluatorCache) compile(key string, ids []setID, gens []setGen, global []extv1alpha1.GlobalHealthRuleSet, local []extv1alpha1.HealthRuleSet) *cacheEntry {
+	c.mu.Lock()
+	if v, ok := c.entries.Get(key); ok { // stored between the caller's miss and now
+		c.mu.Unlock()
+		return v.(*cacheEntry)
+	}
+	c.mu.Unlock()
+
 	ev, err := NewEvaluator(global, local)
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.compiles++
-	if v, ok := c.entries.Get(key); ok { // compiled meanwhile by another caller
-		e := v.(*cacheEntry)
-		return e.ev, e.err
-	}
+	e := &cacheEntry{ev: ev, err: err, ids: ids}
 	c.dropStale(ids, gens)
-	c.entries.Add(key, &cacheEntry{ev: ev, err: err, ids: ids})
+	c.entries.Add(key, e)
 	for _, id := range ids {
 		if c.keys[id] == nil {
 			c.keys[id] = map[string]bool{}
 		}
 		c.keys[id][key] = true
 	}
-	return ev, err
+	return e
 }
 
 // Compiles returns how many selections the cache has compiled so far.

@@ -2,6 +2,7 @@ package health_test
 
 import (
 	"errors"
+	"sync"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -133,6 +134,44 @@ func TestEvaluatorCacheKeyUnambiguous(t *testing.T) {
 		assertResult(t, ev.Evaluate("v1", "configmaps", nil), health.Fail, want)
 		if c.Compiles() != i+1 {
 			t.Errorf("selection %d: %d compilations, want %d", i, c.Compiles(), i+1)
+		}
+	}
+}
+
+// TestEvaluatorCacheConcurrentGets: many workers asking at once for a selection that is
+// not compiled yet (a cold start) compile it once and all get that evaluator.
+func TestEvaluatorCacheConcurrentGets(t *testing.T) {
+	t.Parallel()
+	c := health.NewEvaluatorCache(0)
+	var rules []extv1alpha1.RuleSpec
+	for range 200 { // long enough to compile that the workers meet while it runs
+		rules = append(rules, configMapRule("object.data.x == 'y' && object.data.exists(k, k.startsWith('a'))", "'not y'"))
+	}
+	sel := []extv1alpha1.GlobalHealthRuleSet{stored(globalSet("big", nil, rules...), "uid-big", 1)}
+	const workers = 16
+	got := make([]*health.Evaluator, workers)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			ev, err := c.Get(sel, nil)
+			if err != nil {
+				t.Error(err)
+			}
+			got[i] = ev
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if c.Compiles() != 1 {
+		t.Errorf("%d compilations for %d concurrent Gets of one selection, want 1", c.Compiles(), workers)
+	}
+	for i := range got {
+		if got[i] != got[0] {
+			t.Fatalf("worker %d got another evaluator", i)
 		}
 	}
 }
