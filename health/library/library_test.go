@@ -84,6 +84,7 @@ var resources = map[string]string{
 	"APIService": "apiservices", "ClusterIssuer": "clusterissuers", "Certificate": "certificates",
 	"CronJob": "cronjobs", "CustomResourceDefinition": "customresourcedefinitions", "Gateway": "gateways",
 	"GatewayClass": "gatewayclasses", "ListenerSet": "listenersets", "XListenerSet": "xlistenersets", "GRPCRoute": "grpcroutes",
+	"DeploymentConfig": "deploymentconfigs", "Route": "routes", "IngressController": "ingresscontrollers",
 	"TLSRoute": "tlsroutes", "TCPRoute": "tcproutes", "UDPRoute": "udproutes", "BackendTLSPolicy": "backendtlspolicies",
 	"GitRepository": "gitrepositories", "HelmRelease": "helmreleases", "HorizontalPodAutoscaler": "horizontalpodautoscalers",
 	"HTTPRoute": "httproutes", "Ingress": "ingresses", "Issuer": "issuers", "Kustomization": "kustomizations",

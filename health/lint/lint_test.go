@@ -155,6 +155,7 @@ var thirdPartyGroups = []string{
 	"numaflow.numaproj.io", "numaplane.numaproj.io",
 	"rabbitmq.com",
 	"apps.kruise.io", "rollouts.kruise.io", "game.kruise.io",
+	"apps.openshift.io", "route.openshift.io", "operator.openshift.io",
 }
 
 // unvendoredGroups are the third-party groups whose CRDs testdata/crds lacks (see its
@@ -203,6 +204,7 @@ var unvendoredGroups = []string{
 	"numaflow.numaproj.io", "numaplane.numaproj.io",
 	"rabbitmq.com",
 	"apps.kruise.io", "rollouts.kruise.io", "game.kruise.io",
+	"apps.openshift.io",
 }
 
 // TestLibraryAndDefaultsLintClean: the shipped rule sets have no finding. Offline, the
