@@ -116,3 +116,62 @@ func TestReleaseStatusExplain(t *testing.T) {
 		t.Errorf("release wait: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
 }
+
+// TestReleaseStatusUnjudged: through /health, an entry that no selected rule judges is
+// marked "(no rule)" in the table and counted in the header's unjudged; -o json carries
+// rulesApplied for every entry.
+func TestReleaseStatusUnjudged(t *testing.T) {
+	env := controlPlane(t)
+	url := apiServer(t, env)
+	kc, err := env.AdminKubeconfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := writeFile(t, "kubeconfig", string(kc))
+	ctx := context.Background()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(env.Client.Create(ctx, &extv1alpha1.HealthRuleSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "unjudged-rules", Namespace: "default", Labels: map[string]string{"unjudged": "yes"}},
+		Spec: extv1alpha1.HealthRuleSetSpec{Rules: []extv1alpha1.RuleSpec{
+			{APIVersion: "v1", Resources: []string{"configmaps"}, RuleExpression: "true"},
+		}},
+	}))
+	rel := &v1alpha1.Release{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "unjudged"},
+		Spec: v1alpha1.ReleaseSpec{ClusterRef: v1alpha1.ClusterReference{Name: "target"},
+			HealthAssessment: &v1alpha1.HealthAssessment{LocalRuleSetSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"unjudged": "yes"}}}},
+	}
+	must(env.Client.Create(ctx, rel))
+	rel.Status.LastAttempted = &v1alpha1.AttemptStatus{RenderRef: "r1"}
+	must(env.Client.Status().Update(ctx, rel))
+	r := &testRelease{t: t, env: env, name: "unjudged"}
+	var recorded, assessed []any
+	for kind, resource := range map[string]string{"ConfigMap": "configmaps", "Secret": "secrets"} {
+		recorded = append(recorded, map[string]any{"group": "", "kind": kind, "namespace": "default", "name": "app",
+			"version": "v1", "resource": resource, "wave": int64(0), "renderRef": "r1"})
+		assessed = append(assessed, map[string]any{"group": "", "kind": kind, "namespace": "default", "name": "app",
+			"state": "Healthy", "assessedRenderRef": "r1"})
+	}
+	r.apply(cmManager, recorded)
+	r.apply(invManager, assessed)
+
+	code, stdout, stderr := runCLI("release", "status", "unjudged", "-n", "default", "--api-url", url, "--kubeconfig", kubeconfig)
+	const want = `Release default/unjudged  renderCurrent=true  total=2 healthy=2 progressing=0 degraded=0 unknown=0  unjudged=1
+
+WAVE  KIND       NAMESPACE  NAME  STATE              RENDER  MESSAGE
+0     ConfigMap  default    app   Healthy            r1      -
+0     Secret     default    app   Healthy (no rule)  r1      -
+`
+	if code != exitOK || stdout != want {
+		t.Errorf("exit %d, stdout:\n%s\nwant:\n%s\nstderr: %s", code, stdout, want, stderr)
+	}
+	code, stdout, _ = runCLI("release", "status", "unjudged", "-n", "default", "--api-url", url, "--kubeconfig", kubeconfig, "-o", "json")
+	if code != exitOK || strings.Count(stdout, `"rulesApplied": 1`) != 1 || strings.Count(stdout, `"rulesApplied": 0`) != 1 {
+		t.Errorf("-o json: exit %d, want one entry with rulesApplied 1 and one with 0:\n%s", code, stdout)
+	}
+}

@@ -131,11 +131,16 @@ sends it to convoy-api directly instead, which authenticates and authorizes it t
 way.
 
 The first line names the release, whether every entry has the render of
-status.lastAttempted (renderCurrent) and the counts by state. Entries are sorted by wave;
-RENDER is the render that applied the object, with the render the state was assessed at
-when that differs. Empty fields show as -.
+status.lastAttempted (renderCurrent), the counts by state and, when convoy-api counts the
+rules of each entry, unjudged: the entries that no rule the Release selects judges.
+Entries are sorted by wave; STATE ends in "(no rule)" for such an entry ("Healthy (no
+rule)": nothing failed because nothing judged it; "convoyctl health coverage" lists the
+kinds no rule judges). RENDER is the render that applied the object, with the render the
+state was assessed at when that differs. Empty fields show as -.
 
--o json prints the HealthResult as JSON instead. Each entry that is not Healthy has
+-o json prints the HealthResult as JSON instead. Each entry has "rulesApplied": the
+number of selected rules that match its apiVersion and resource (0: no rule judges it;
+null when convoy-api cannot read or compile the rules). Each entry that is not Healthy has
 "decidedBy": the rule that decides it (rule set kind, namespace, name, rule index) and the
 cause: RuleFailed (Progressing), DeadlinePassed (a failing rule, Degraded once the deadline
 passed) or EvaluationError (Unknown); null when no rule decides it (the object is missing
@@ -194,8 +199,21 @@ is denied, nothing answers, the kubeconfig is unusable), 2 on a usage error.`,
 // hooks, the table of hooks.
 func printReleaseStatus(out io.Writer, h *syncapi.HealthResponse) error {
 	s := h.Summary
-	fmt.Fprintf(out, "Release %s  renderCurrent=%t  total=%d healthy=%d progressing=%d degraded=%d unknown=%d\n",
+	fmt.Fprintf(out, "Release %s  renderCurrent=%t  total=%d healthy=%d progressing=%d degraded=%d unknown=%d",
 		h.Release, h.RenderCurrent, s.Total, s.Healthy, s.Progressing, s.Degraded, s.Unknown)
+	counted, none := 0, 0
+	for i := range h.Entries {
+		if h.Entries[i].RulesApplied != nil {
+			counted++
+		}
+		if unjudged(&h.Entries[i]) {
+			none++
+		}
+	}
+	if counted > 0 {
+		fmt.Fprintf(out, "  unjudged=%d", none)
+	}
+	fmt.Fprintln(out)
 	fmt.Fprintln(out)
 	if len(h.Entries) == 0 {
 		fmt.Fprintln(out, "No inventory entries.")

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -30,19 +31,38 @@ func (a *authRecorder) last() string {
 }
 
 // healthBody is a /health answer with entries in all states, a cluster-scoped core-less
-// entry, a stale assessment and a multi-line message, and two hooks.
+// entry, a stale assessment and a multi-line message, two entries that no rule judges
+// (one Healthy, one not assessed yet), and two hooks.
 const healthBody = `{"release":"demo/shop","renderCurrent":false,
  "summary":{"total":4,"healthy":2,"progressing":1,"degraded":0,"unknown":1},
  "entries":[
-  {"group":"","version":"v1","kind":"ConfigMap","namespace":"demo","name":"cfg","wave":0,"state":"Healthy","message":"","firstUnhealthy":null,"renderRef":"r2","assessedRenderRef":"r2"},
-  {"group":"rbac.authorization.k8s.io","version":"v1","kind":"ClusterRole","namespace":"","name":"reader","wave":0,"state":"Healthy","message":"","firstUnhealthy":null,"renderRef":"r2","assessedRenderRef":"r2"},
-  {"group":"apps","version":"v1","kind":"Deployment","namespace":"demo","name":"web","wave":1,"state":"Progressing","message":"1/3 available,\n1 updated","firstUnhealthy":"2026-01-02T03:04:05Z","renderRef":"r3","assessedRenderRef":"r2"},
-  {"group":"","version":"v1","kind":"Secret","namespace":"demo","name":"fresh","wave":2,"state":"","message":"","firstUnhealthy":null,"renderRef":"r3","assessedRenderRef":""}],
+  {"group":"","version":"v1","kind":"ConfigMap","namespace":"demo","name":"cfg","wave":0,"state":"Healthy","message":"","firstUnhealthy":null,"renderRef":"r2","assessedRenderRef":"r2","rulesApplied":1},
+  {"group":"rbac.authorization.k8s.io","version":"v1","kind":"ClusterRole","namespace":"","name":"reader","wave":0,"state":"Healthy","message":"","firstUnhealthy":null,"renderRef":"r2","assessedRenderRef":"r2","rulesApplied":0},
+  {"group":"apps","version":"v1","kind":"Deployment","namespace":"demo","name":"web","wave":1,"state":"Progressing","message":"1/3 available,\n1 updated","firstUnhealthy":"2026-01-02T03:04:05Z","renderRef":"r3","assessedRenderRef":"r2","rulesApplied":2},
+  {"group":"","version":"v1","kind":"Secret","namespace":"demo","name":"fresh","wave":2,"state":"","message":"","firstUnhealthy":null,"renderRef":"r3","assessedRenderRef":"","rulesApplied":0}],
  "hooks":[
   {"name":"post","workloadKind":"Pod","namespace":"demo","workloadName":"post-1","createdAt":"2026-01-02T03:00:00Z","timeout":"","state":"Running","message":"waiting","finishedAt":null},
   {"name":"pre","workloadKind":"Job","namespace":"demo","workloadName":"pre-1","createdAt":"2026-01-02T03:00:00Z","timeout":"5m0s","state":"Succeeded","message":"","finishedAt":"2026-01-02T03:01:00Z"}]}`
 
-const wantStatus = `Release demo/shop  renderCurrent=false  total=4 healthy=2 progressing=1 degraded=0 unknown=1
+// rulesAppliedField matches the rulesApplied fields of healthBody.
+var rulesAppliedField = regexp.MustCompile(`,"rulesApplied":[0-9]+`)
+
+const wantStatus = `Release demo/shop  renderCurrent=false  total=4 healthy=2 progressing=1 degraded=0 unknown=1  unjudged=2
+
+WAVE  KIND                                   NAMESPACE  NAME    STATE              RENDER            MESSAGE
+0     ConfigMap                              demo       cfg     Healthy            r2                -
+0     ClusterRole.rbac.authorization.k8s.io  -          reader  Healthy (no rule)  r2                -
+1     Deployment.apps                        demo       web     Progressing        r3 (assessed r2)  1/3 available, 1 updated
+2     Secret                                 demo       fresh   -                  r3                -
+
+HOOKS
+NAME  KIND  NAMESPACE  WORKLOAD  STATE      CREATED               FINISHED              MESSAGE
+post  Pod   demo       post-1    Running    2026-01-02T03:00:00Z  -                     waiting
+pre   Job   demo       pre-1     Succeeded  2026-01-02T03:00:00Z  2026-01-02T03:01:00Z  -
+`
+
+// wantUncounted is wantStatus from a convoy-api that does not count the rules.
+const wantUncounted = `Release demo/shop  renderCurrent=false  total=4 healthy=2 progressing=1 degraded=0 unknown=1
 
 WAVE  KIND                                   NAMESPACE  NAME    STATE        RENDER            MESSAGE
 0     ConfigMap                              demo       cfg     Healthy      r2                -
@@ -66,6 +86,9 @@ func healthServer(t *testing.T) *httptest.Server {
 		switch {
 		case r.Method == http.MethodGet && r.URL.Path == prefix+"demo/releases/shop/health":
 			_, _ = w.Write([]byte(healthBody))
+		case r.Method == http.MethodGet && r.URL.Path == prefix+"demo/releases/uncounted/health":
+			// A convoy-api that does not count the rules (rulesApplied null or absent).
+			_, _ = w.Write([]byte(rulesAppliedField.ReplaceAllString(healthBody, "")))
 		case r.Method == http.MethodGet && r.URL.Path == prefix+"default/releases/empty/health":
 			_, _ = w.Write([]byte(`{"release":"default/empty","renderCurrent":true,"summary":{"total":0,"healthy":0,"progressing":0,"degraded":0,"unknown":0},"entries":[],"hooks":[]}`))
 		default:
@@ -109,6 +132,8 @@ func TestReleaseStatus(t *testing.T) {
 	srv := healthServer(t)
 	// Through the kubeconfig's server (the kube-apiserver), in the context's namespace.
 	assertRun(t, []string{"release", "status", "shop", "--kubeconfig", kubeconfigFor(t, srv.URL, "demo")}, exitOK, wantStatus, "")
+	// Without rulesApplied, nothing is marked and nothing counted: unknown is not 0.
+	assertRun(t, []string{"release", "status", "uncounted", "--kubeconfig", kubeconfigFor(t, srv.URL, "demo")}, exitOK, wantUncounted, "")
 	// -n wins over the context's namespace.
 	assertRun(t, []string{"release", "status", "empty", "-n", "default", "--kubeconfig", kubeconfigFor(t, srv.URL, "demo")}, exitOK,
 		"Release default/empty  renderCurrent=true  total=0 healthy=0 progressing=0 degraded=0 unknown=0\n\nNo inventory entries.\n", "")

@@ -100,7 +100,9 @@ func namespacedName(namespace, name string) string {
 
 // printEntries prints the table of entries of release status: RENDER is the render that
 // applied the object, with the render the state was assessed at when that differs;
-// empty fields show as -.
+// STATE ends in " (no rule)" for an entry that no selected rule judges (rulesApplied 0),
+// so that a Healthy that only means "nothing failed" reads as such; empty fields show
+// as -.
 func printEntries(out io.Writer, entries []syncapi.HealthEntry) error {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "WAVE\tKIND\tNAMESPACE\tNAME\tSTATE\tRENDER\tMESSAGE")
@@ -114,7 +116,27 @@ func printEntries(out io.Writer, entries []syncapi.HealthEntry) error {
 			render += " (assessed " + e.AssessedRenderRef + ")"
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Wave, cell(kind), cell(e.Namespace), cell(e.Name),
-			cell(string(e.State)), cell(render), cell(e.Message))
+			stateCell(&e), cell(render), cell(e.Message))
 	}
 	return tw.Flush()
 }
+
+// noRuleMark follows the state of an entry that no selected rule judges.
+const noRuleMark = " (no rule)"
+
+// stateCell is the STATE cell of an entry: its state, marked with noRuleMark when
+// rulesApplied is 0 (not when the server did not count the rules: null); - before the
+// first assessment.
+func stateCell(e *syncapi.HealthEntry) string {
+	if e.State == "" {
+		return "-"
+	}
+	s := cell(string(e.State))
+	if unjudged(e) {
+		s += noRuleMark
+	}
+	return s
+}
+
+// unjudged reports whether no selected rule judges e (rulesApplied 0).
+func unjudged(e *syncapi.HealthEntry) bool { return e.RulesApplied != nil && *e.RulesApplied == 0 }

@@ -111,7 +111,7 @@ func TestReleaseWait(t *testing.T) {
 		if code != exitDegraded {
 			t.Fatalf("exit %d, want %d; stdout:\n%s\nstderr:\n%s", code, exitDegraded, stdout, stderr)
 		}
-		if !strings.Contains(stdout, "Deployment.apps  default    web   Degraded  r1      3/3 available, 1 updated") || strings.Contains(stdout, "api ") {
+		if !strings.Contains(stdout, "Deployment.apps  default    web   Degraded (no rule)  r1      3/3 available, 1 updated") || strings.Contains(stdout, "api ") {
 			t.Errorf("stdout does not list exactly the Degraded entry:\n%s", stdout)
 		}
 		// Its Cluster does not exist: /health cannot say which rule decides, and says why.
@@ -134,7 +134,7 @@ func TestReleaseWait(t *testing.T) {
 		if code != exitTimeout {
 			t.Fatalf("exit %d, want %d; stdout:\n%s\nstderr:\n%s", code, exitTimeout, stdout, stderr)
 		}
-		if !strings.Contains(stdout, "Not Healthy yet:") || !strings.Contains(stdout, "web   Progressing  r1      1/3 available") || strings.Contains(stdout, "api  ") {
+		if !strings.Contains(stdout, "Not Healthy yet:") || !strings.Contains(stdout, "web   Progressing (no rule)  r1      1/3 available") || strings.Contains(stdout, "api  ") {
 			t.Errorf("stdout does not list exactly the Progressing entry:\n%s", stdout)
 		}
 		if !strings.Contains(stdout, "Not explained: reading Cluster default/target") {
