@@ -2,16 +2,17 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
+	acv1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1/applyconfiguration/api/v1alpha1"
+	"github.com/kumodo/convoy-observer/internal/inventory"
 )
 
 // fieldManager is the field manager of convoy's controller-manager, which the driver
@@ -48,16 +49,10 @@ func newDriver(c client.Client, rel *v1alpha1.Release) *driver {
 // startRollout starts rolling out r: status.lastAttempted.renderRef = r.Ref and
 // status.rollout.startedAt = now.
 func (d *driver) startRollout(ctx context.Context, r *render) error {
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": v1alpha1.GroupVersion.String(),
-		"kind":       "Release",
-		"metadata":   map[string]any{"name": d.name, "namespace": d.namespace},
-		"status": map[string]any{
-			"lastAttempted": map[string]any{"renderRef": r.Ref},
-			"rollout":       map[string]any{"startedAt": time.Now().UTC().Format(time.RFC3339)},
-		},
-	}}
-	if err := d.c.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(fieldManager), client.ForceOwnership); err != nil {
+	ac := acv1alpha1.Release(d.name, d.namespace).WithStatus(acv1alpha1.ReleaseStatus().
+		WithLastAttempted(acv1alpha1.AttemptStatus().WithRenderRef(r.Ref)).
+		WithRollout(acv1alpha1.RolloutStatus().WithStartedAt(metav1.NewTime(time.Now().UTC().Truncate(time.Second)))))
+	if err := d.c.Status().Apply(ctx, ac, client.FieldOwner(fieldManager), client.ForceOwnership); err != nil {
 		return fmt.Errorf("writing the status of Release %s/%s: %w", d.namespace, d.name, err)
 	}
 	return nil
@@ -118,53 +113,19 @@ func (d *driver) record(e v1alpha1.InventoryEntry) {
 // controller-manager's fields only, so that Server-Side Apply leaves the observer's
 // fields (state, message, …) alone and an entry left out would vanish.
 func (d *driver) writeInventory(ctx context.Context) error {
-	entries, err := toJSONList(d.entries)
-	if err != nil {
-		return err
+	ac := acv1alpha1.ReleaseInventory(d.name, d.namespace).WithOwnerReferences(metav1ac.OwnerReference().
+		WithAPIVersion(v1alpha1.GroupVersion.String()).WithKind("Release").WithName(d.name).WithUID(d.uid).
+		WithController(true).WithBlockOwnerDeletion(true))
+	for i := range d.entries {
+		ac.WithEntries(inventory.RecordEntry(&d.entries[i]))
 	}
-	hooks, err := toJSONList(d.hooks)
-	if err != nil {
-		return err
+	for i := range d.hooks {
+		ac.WithHooks(inventory.RecordHook(&d.hooks[i]))
 	}
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": v1alpha1.GroupVersion.String(),
-		"kind":       "ReleaseInventory",
-		"metadata": map[string]any{
-			"name":      d.name,
-			"namespace": d.namespace,
-			"ownerReferences": []any{map[string]any{
-				"apiVersion":         v1alpha1.GroupVersion.String(),
-				"kind":               "Release",
-				"name":               d.name,
-				"uid":                string(d.uid),
-				"controller":         true,
-				"blockOwnerDeletion": true,
-			}},
-		},
-		"entries": entries,
-		"hooks":   hooks,
-	}}
-	if err := d.c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(fieldManager), client.ForceOwnership); err != nil {
+	if err := d.c.Apply(ctx, ac, client.FieldOwner(fieldManager), client.ForceOwnership); err != nil {
 		return fmt.Errorf("applying ReleaseInventory %s/%s: %w", d.namespace, d.name, err)
 	}
 	return nil
-}
-
-// toJSONList converts items to the generic form of their JSON, for an unstructured
-// object.
-func toJSONList[T any](items []T) ([]any, error) {
-	if len(items) == 0 {
-		return []any{}, nil // never null: the CRD wants arrays
-	}
-	data, err := json.Marshal(items)
-	if err != nil {
-		return nil, err
-	}
-	out := []any{}
-	if err := json.Unmarshal(data, &out); err != nil {
-		return nil, err
-	}
-	return out, nil
 }
 
 // objectName is namespace/name, or name for a cluster-scoped object.

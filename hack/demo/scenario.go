@@ -8,10 +8,13 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
+	acv1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1/applyconfiguration/api/v1alpha1"
 )
 
 // The demo's Release and its settings.
@@ -61,29 +64,22 @@ type scenario struct {
 // setupRelease creates the demo namespace, the Cluster "local" (no kubeconfigSecretRef:
 // the cluster the observer runs in) and the Release, and returns the Release.
 func setupRelease(ctx context.Context, c client.Client) (*v1alpha1.Release, error) {
-	ns := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": demoNamespace},
-	}}
-	cluster := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": v1alpha1.GroupVersion.String(), "kind": "Cluster",
-		"metadata": map[string]any{"name": clusterName, "namespace": demoNamespace},
-		"spec":     map[string]any{},
-	}}
-	release := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": v1alpha1.GroupVersion.String(), "kind": "Release",
-		"metadata": map[string]any{"name": releaseName, "namespace": demoNamespace},
-		"spec": map[string]any{
-			"clusterRef": map[string]any{"name": clusterName},
-			"healthAssessment": map[string]any{
-				"globalRuleSetSelector": map[string]any{"matchLabels": map[string]any{"convoy.kumodo.io/default": "true"}},
-				"deadline":              healthDeadline.String(),
-			},
-			"syncPolicy": map[string]any{"interval": syncInterval.String()},
-		},
-	}}
-	for _, u := range []*unstructured.Unstructured{ns, cluster, release} {
-		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(userManager), client.ForceOwnership); err != nil {
-			return nil, fmt.Errorf("applying %s %s: %w", u.GetKind(), u.GetName(), err)
+	objects := []struct {
+		what string
+		ac   runtime.ApplyConfiguration
+	}{
+		{"Namespace " + demoNamespace, corev1ac.Namespace(demoNamespace)},
+		{"Cluster " + clusterName, acv1alpha1.Cluster(clusterName, demoNamespace).WithSpec(acv1alpha1.ClusterSpec())},
+		{"Release " + releaseName, acv1alpha1.Release(releaseName, demoNamespace).WithSpec(acv1alpha1.ReleaseSpec().
+			WithClusterRef(acv1alpha1.ClusterReference().WithName(clusterName)).
+			WithHealthAssessment(acv1alpha1.HealthAssessment().
+				WithGlobalRuleSetSelector(metav1ac.LabelSelector().WithMatchLabels(map[string]string{"convoy.kumodo.io/default": "true"})).
+				WithDeadline(metav1.Duration{Duration: healthDeadline})).
+			WithSyncPolicy(acv1alpha1.SyncPolicy().WithInterval(metav1.Duration{Duration: syncInterval})))},
+	}
+	for _, o := range objects {
+		if err := c.Apply(ctx, o.ac, client.FieldOwner(userManager), client.ForceOwnership); err != nil {
+			return nil, fmt.Errorf("applying %s: %w", o.what, err)
 		}
 	}
 	rel := &v1alpha1.Release{}

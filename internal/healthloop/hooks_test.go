@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	acv1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1/applyconfiguration/api/v1alpha1"
+
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,21 +29,16 @@ type hook struct {
 // hooks applies the inventory's hooks as the controller-manager (non-forced).
 func (f *fixture) hooks(hs ...hook) {
 	f.t.Helper()
-	list := []any{}
+	ac := acv1alpha1.ReleaseInventory(f.rel, f.ns)
 	for _, h := range hs {
-		e := map[string]any{"name": h.name, "workloadKind": h.kind, "namespace": f.ns, "workloadName": h.workload,
-			"createdAt": h.createdAt.UTC().Format(time.RFC3339)}
+		e := acv1alpha1.HookEntry().WithName(h.name).WithWorkloadKind(h.kind).WithNamespace(f.ns).WithWorkloadName(h.workload).
+			WithCreatedAt(metav1.NewTime(h.createdAt))
 		if h.timeout != "" {
-			e["timeout"] = h.timeout
+			e.WithTimeout(h.timeout)
 		}
-		list = append(list, e)
+		ac.WithHooks(e)
 	}
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "convoy.kumodo.io/v1alpha1", "kind": "ReleaseInventory",
-		"metadata": map[string]any{"name": f.rel, "namespace": f.ns},
-		"hooks":    list,
-	}}
-	must(f.t, env.Client.Apply(f.ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(cmManager+"-hooks")))
+	must(f.t, env.Client.Apply(f.ctx, ac, client.FieldOwner(cmManager+"-hooks")))
 }
 
 func (f *fixture) hookEntry(name string) v1alpha1.HookEntry {

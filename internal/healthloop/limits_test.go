@@ -7,9 +7,10 @@ import (
 	"time"
 	"unicode/utf8"
 
+	acv1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1/applyconfiguration/api/v1alpha1"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
@@ -76,22 +77,16 @@ func (f *fixture) largeInventory(n int) {
 	f.t.Helper()
 	f.h.Clusters = clustercache.New(clustercache.Options{Local: env.Config, SecretReader: env.Client, QPS: 5000, Burst: 5000})
 	f.configMap("c0", "true")
-	list := make([]any, 0, n)
+	ac := acv1alpha1.ReleaseInventory(f.rel, f.ns)
 	for i := range n {
-		list = append(list, map[string]any{"group": "", "kind": "ConfigMap", "namespace": f.ns, "name": fmt.Sprintf("c%d", i),
-			"version": "v1", "resource": "configmaps", "wave": int64(i % 3), "renderRef": ""})
+		ac.WithEntries(acv1alpha1.InventoryEntry().WithGroup("").WithKind("ConfigMap").WithNamespace(f.ns).WithName(fmt.Sprintf("c%d", i)).
+			WithVersion("v1").WithResource("configmaps").WithWave(int32(i % 3)).WithRenderRef(""))
 	}
-	hl := make([]any, 0, maxHooks)
 	for i := range maxHooks {
-		hl = append(hl, map[string]any{"name": fmt.Sprintf("h%d", i), "workloadKind": "Job", "namespace": f.ns,
-			"workloadName": fmt.Sprintf("j%d", i), "createdAt": t0.Add(-time.Minute).Format(time.RFC3339)})
+		ac.WithHooks(acv1alpha1.HookEntry().WithName(fmt.Sprintf("h%d", i)).WithWorkloadKind("Job").WithNamespace(f.ns).
+			WithWorkloadName(fmt.Sprintf("j%d", i)).WithCreatedAt(metav1.NewTime(t0.Add(-time.Minute))))
 	}
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "convoy.kumodo.io/v1alpha1", "kind": "ReleaseInventory",
-		"metadata": map[string]any{"name": f.rel, "namespace": f.ns},
-		"entries":  list, "hooks": hl,
-	}}
-	must(f.t, env.Client.Apply(f.ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(cmManager)))
+	must(f.t, env.Client.Apply(f.ctx, ac, client.FieldOwner(cmManager)))
 }
 
 const maxHooks = 256 // the CRD's maxItems of hooks

@@ -12,11 +12,14 @@ import (
 	"testing"
 	"time"
 
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+
+	acv1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1/applyconfiguration/api/v1alpha1"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -164,12 +167,8 @@ const readyRule = "object.?data.?ready.orValue('') == 'true'"
 // configMap creates or updates ConfigMap name in f's namespace with data.ready.
 func (f *fixture) configMap(name, ready string) {
 	f.t.Helper()
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "v1", "kind": "ConfigMap",
-		"metadata": map[string]any{"name": name, "namespace": f.ns},
-		"data":     map[string]any{"ready": ready},
-	}}
-	must(f.t, env.Client.Apply(f.ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("test"), client.ForceOwnership))
+	ac := corev1ac.ConfigMap(name, f.ns).WithData(map[string]string{"ready": ready})
+	must(f.t, env.Client.Apply(f.ctx, ac, client.FieldOwner("test"), client.ForceOwnership))
 }
 
 // cmEntry is an inventory entry as the controller-manager records it.
@@ -187,34 +186,24 @@ func cm(name string, wave int64, render string) cmEntry {
 // apply: it must never conflict with the observer's fields).
 func (f *fixture) inventory(entries ...cmEntry) {
 	f.t.Helper()
-	list := []any{}
+	ac := acv1alpha1.ReleaseInventory(f.rel, f.ns)
 	for _, e := range entries {
 		ns := e.namespace
 		if ns == "" && e.kind != "PersistentVolume" {
 			ns = f.ns
 		}
-		list = append(list, map[string]any{
-			"group": e.group, "kind": e.kind, "namespace": ns, "name": e.name,
-			"version": e.version, "resource": e.resource, "wave": e.wave, "renderRef": e.renderRef,
-		})
+		ac.WithEntries(acv1alpha1.InventoryEntry().WithGroup(e.group).WithKind(e.kind).WithNamespace(ns).WithName(e.name).
+			WithVersion(e.version).WithResource(e.resource).WithWave(int32(e.wave)).WithRenderRef(e.renderRef))
 	}
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "convoy.kumodo.io/v1alpha1", "kind": "ReleaseInventory",
-		"metadata": map[string]any{"name": f.rel, "namespace": f.ns},
-		"entries":  list,
-	}}
-	must(f.t, env.Client.Apply(f.ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(cmManager)))
+	must(f.t, env.Client.Apply(f.ctx, ac, client.FieldOwner(cmManager)))
 }
 
 // lastAttempted sets status.lastAttempted.renderRef as the controller-manager.
 func (f *fixture) lastAttempted(render string) {
 	f.t.Helper()
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "convoy.kumodo.io/v1alpha1", "kind": "Release",
-		"metadata": map[string]any{"name": f.rel, "namespace": f.ns},
-		"status":   map[string]any{"lastAttempted": map[string]any{"renderRef": render}},
-	}}
-	must(f.t, env.Client.Status().Apply(f.ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(cmManager)))
+	ac := acv1alpha1.Release(f.rel, f.ns).WithStatus(acv1alpha1.ReleaseStatus().
+		WithLastAttempted(acv1alpha1.AttemptStatus().WithRenderRef(render)))
+	must(f.t, env.Client.Status().Apply(f.ctx, ac, client.FieldOwner(cmManager)))
 }
 
 // pass runs one syncHandler pass and fails the test on error.

@@ -7,8 +7,11 @@ import (
 	"testing"
 	"time"
 
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+
+	acv1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1/applyconfiguration/api/v1alpha1"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -96,12 +99,9 @@ func TestLoopDoesNotWakeItself(t *testing.T) {
 	must(t, env.Client.Create(f.ctx, sentinel))
 	sentinelKey := f.ns + "/sentinel"
 	sentinelInventory := func(render string) {
-		u := &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "convoy.kumodo.io/v1alpha1", "kind": "ReleaseInventory",
-			"metadata": map[string]any{"name": "sentinel", "namespace": f.ns},
-			"entries":  []any{map[string]any{"group": "", "kind": "ConfigMap", "namespace": f.ns, "name": "x", "version": "v1", "resource": "configmaps", "renderRef": render}},
-		}}
-		must(t, env.Client.Apply(f.ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(cmManager)))
+		ac := acv1alpha1.ReleaseInventory("sentinel", f.ns).WithEntries(acv1alpha1.InventoryEntry().
+			WithGroup("").WithKind("ConfigMap").WithNamespace(f.ns).WithName("x").WithVersion("v1").WithResource("configmaps").WithRenderRef(render))
+		must(t, env.Client.Apply(f.ctx, ac, client.FieldOwner(cmManager)))
 	}
 	sentinelInventory("s1")
 
@@ -135,19 +135,14 @@ func TestLoopDoesNotWakeItself(t *testing.T) {
 	rel.Annotations = map[string]string{v1alpha1.SyncRequestedAtAnnotation: time.Now().UTC().Format(time.RFC3339Nano)}
 	must(t, env.Client.Patch(f.ctx, rel, patch))
 	f.lastAttempted("r1") // same values: no change at all
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "convoy.kumodo.io/v1alpha1", "kind": "Release",
-		"metadata": map[string]any{"name": f.rel, "namespace": f.ns},
-		"status":   map[string]any{"lastAttempted": map[string]any{"renderRef": "r1"}, "rollout": map[string]any{"startedAt": "2026-01-01T00:00:00Z"}},
-	}}
-	must(t, env.Client.Status().Apply(f.ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(cmManager)))
+	st := acv1alpha1.Release(f.rel, f.ns).WithStatus(acv1alpha1.ReleaseStatus().
+		WithLastAttempted(acv1alpha1.AttemptStatus().WithRenderRef("r1")).
+		WithRollout(acv1alpha1.RolloutStatus().WithStartedAt(metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))))
+	must(t, env.Client.Status().Apply(f.ctx, st, client.FieldOwner(cmManager)))
 	// An observer-owned inventory field changes (as a health write does).
-	obs := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "convoy.kumodo.io/v1alpha1", "kind": "ReleaseInventory",
-		"metadata": map[string]any{"name": f.rel, "namespace": f.ns},
-		"entries":  []any{map[string]any{"group": "", "kind": "ConfigMap", "namespace": f.ns, "name": "a", "state": "Healthy", "message": "touched"}},
-	}}
-	must(t, env.Client.Apply(f.ctx, client.ApplyConfigurationFromUnstructured(obs), client.FieldOwner("convoy-health-inventory"), client.ForceOwnership))
+	obs := acv1alpha1.ReleaseInventory(f.rel, f.ns).WithEntries(acv1alpha1.InventoryEntry().
+		WithGroup("").WithKind("ConfigMap").WithNamespace(f.ns).WithName("a").WithState(v1alpha1.StateHealthy).WithMessage("touched"))
+	must(t, env.Client.Apply(f.ctx, obs, client.FieldOwner("convoy-health-inventory"), client.ForceOwnership))
 	fence()
 	if got := passes.get(f.key); got != base {
 		t.Fatalf("passes went from %d to %d on writes that must not wake the loop", base, got)
@@ -223,12 +218,8 @@ func TestTargetChangeWakesThroughTheController(t *testing.T) {
 	// a change is part of that list and wakes nothing, so the change is repeated.
 	eventually(t, "a pass woken by the ConfigMap's change", func() bool {
 		n++
-		u := &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "v1", "kind": "ConfigMap",
-			"metadata": map[string]any{"name": "a", "namespace": f.ns},
-			"data":     map[string]any{"ready": "false", "n": fmt.Sprint(n)},
-		}}
-		must(t, env.Client.Apply(f.ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("test"), client.ForceOwnership))
+		ac := corev1ac.ConfigMap("a", f.ns).WithData(map[string]string{"ready": "false", "n": fmt.Sprint(n)})
+		must(t, env.Client.Apply(f.ctx, ac, client.FieldOwner("test"), client.ForceOwnership))
 		return f.entry("a").State == v1alpha1.StateProgressing
 	})
 	eventually(t, "the woken pass to be counted", func() bool { return passes.get(f.key) > first })

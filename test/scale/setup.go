@@ -12,11 +12,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
+	acv1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1/applyconfiguration/api/v1alpha1"
+	"github.com/kumodo/convoy-observer/internal/inventory"
 	"github.com/kumodo/convoy-observer/internal/testenv"
 )
 
@@ -45,7 +46,7 @@ func (r *run) setup(ctx context.Context) error {
 
 func (r *run) setupRelease(ctx context.Context, i int) error {
 	ns := r.nsOf(i)
-	entries := make([]any, 0, r.cfg.Objects)
+	entries := make([]*acv1alpha1.InventoryEntryApplyConfiguration, 0, r.cfg.Objects)
 	for j := 0; j < r.cfg.Objects; j++ {
 		name := deployName(i, j)
 		d := &appsv1.Deployment{
@@ -65,10 +66,10 @@ func (r *run) setupRelease(ctx context.Context, i int) error {
 		if err := retryTransient(ctx, func() error { return r.setStatus(ctx, d, true) }); err != nil {
 			return err
 		}
-		entries = append(entries, map[string]any{
-			"group": "apps", "version": "v1", "kind": "Deployment", "resource": "deployments",
-			"namespace": ns, "name": name, "wave": int64(0), "renderRef": "r1",
-		})
+		entries = append(entries, inventory.RecordEntry(&v1alpha1.InventoryEntry{
+			Group: "apps", Version: "v1", Kind: "Deployment", Resource: "deployments",
+			Namespace: ns, Name: name, Wave: ptr.To[int32](0), RenderRef: "r1",
+		}))
 	}
 	rel := &v1alpha1.Release{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: relName(i)},
@@ -81,23 +82,16 @@ func (r *run) setupRelease(ctx context.Context, i int) error {
 	if err := r.create(ctx, rel); err != nil {
 		return err
 	}
-	inv := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "convoy.kumodo.io/v1alpha1", "kind": "ReleaseInventory",
-		"metadata": map[string]any{"name": relName(i), "namespace": ns},
-		"entries":  entries,
-	}}
+	inv := acv1alpha1.ReleaseInventory(relName(i), ns).WithEntries(entries...)
 	if err := retryTransient(ctx, func() error {
-		return r.c.Apply(ctx, client.ApplyConfigurationFromUnstructured(inv), client.FieldOwner("convoy-controller-manager"))
+		return r.c.Apply(ctx, inv, client.FieldOwner("convoy-controller-manager"))
 	}); err != nil {
 		return err
 	}
-	st := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "convoy.kumodo.io/v1alpha1", "kind": "Release",
-		"metadata": map[string]any{"name": relName(i), "namespace": ns},
-		"status":   map[string]any{"lastAttempted": map[string]any{"renderRef": "r1"}},
-	}}
+	st := acv1alpha1.Release(relName(i), ns).WithStatus(acv1alpha1.ReleaseStatus().
+		WithLastAttempted(acv1alpha1.AttemptStatus().WithRenderRef("r1")))
 	return retryTransient(ctx, func() error {
-		return r.c.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(st), client.FieldOwner("convoy-controller-manager"))
+		return r.c.Status().Apply(ctx, st, client.FieldOwner("convoy-controller-manager"))
 	})
 }
 
