@@ -57,7 +57,8 @@ test:
 
 ## bench: the rules engine side by side with kstatus.Compute and a hand-written Go check of the
 ## same rule (same objects, one run, ratios printed), and the rules' cost of one pass over a
-## 100-entry Release; no control plane needed.
+## 100-entry Release with convoy-defaults and with the whole library and the generic set
+## selected (and their ratio); no control plane needed.
 bench:
 	go test -count=1 -v -run TestSideBySide ./health/bench/ -args -side-by-side | grep -v -e "^=== RUN" -e "^--- PASS" -e "^PASS$$"
 
@@ -88,7 +89,9 @@ e2e:
 
 ## bench-scale: the scale benchmark (docs/operations.md, "Scaling and sizing"): for each N,
 ## a fresh local control plane, N Releases × M Deployments, the observer binary; prints one
-## table per N. ARGS are passed to it, e.g. ARGS='--releases 10,100,1000,10000 --changes 50'.
+## table per N. ARGS are passed to it, e.g. ARGS='--releases 10,100,1000,10000 --changes 50';
+## ARGS='--releases 1000 --rules defaults,library' runs each N with convoy-defaults and with
+## the whole rule library and the generic set, and prints both converge times side by side.
 ## make test runs a small N (test/scale) and asserts the shape only.
 bench-scale:
 	assets="$$($(CONTROLPLANE))"; KUBEBUILDER_ASSETS="$$assets" go run ./hack/scale $(ARGS)

@@ -1,8 +1,10 @@
 // Command scale is `make bench-scale`: the scale benchmark of test/scale for each N of
-// --releases, one fresh control plane per N, printing one table per N (see
-// docs/operations.md, "Scaling and sizing").
+// --releases (and each rule selection of --rules), one fresh control plane per run,
+// printing one table per run and, with two selections, their converge times side by
+// side (see docs/operations.md, "Scaling and sizing").
 //
 //	go run ./hack/scale --releases 10,100,1000 --objects 10 --changes 50
+//	go run ./hack/scale --releases 1000 --rules defaults,library
 package main
 
 import (
@@ -33,6 +35,8 @@ func main() {
 		interval = flag.Duration("interval", 30*time.Second, "syncPolicy.interval of every Release")
 		timeout  = flag.Duration("converge-timeout", 15*time.Minute, "give up a converge after this long")
 		args     = flag.String("observer-args", "", "extra flags of convoy-observer, space-separated (e.g. \"--target-direct-reads\")")
+		rules    = flag.String("rules", scale.RulesDefaults, "comma-separated rule selections, each run for every N: "+
+			scale.RulesDefaults+" (convoy-defaults) or "+scale.RulesLibrary+" (convoy-defaults, the whole rule library and the generic set)")
 	)
 	flag.Parse()
 	ctrllog.SetLogger(logr.Discard()) // the benchmark's own cache logs nothing worth reading
@@ -51,27 +55,60 @@ func main() {
 	if err != nil {
 		fail(err)
 	}
-	status := 0
+	var ns []int
 	for _, s := range strings.Split(*releases, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil || n < 1 {
 			fail(fmt.Errorf("--releases: %q is not a positive number", s))
 		}
-		rep, err := scale.Run(ctx, scale.Config{
-			Releases: n, Objects: *objects, Changes: *changes, PerNamespace: *perNS,
-			Steady: *steady, Interval: *interval, ConvergeTimeout: *timeout,
-			Binary: bin, Args: strings.Fields(*args), Log: os.Stderr,
-		})
-		if rep != nil && rep.Converge > 0 {
-			fmt.Println(rep.Table())
+		ns = append(ns, n)
+	}
+	var selections []string
+	for _, s := range strings.Split(*rules, ",") {
+		s = strings.TrimSpace(s)
+		if s != scale.RulesDefaults && s != scale.RulesLibrary {
+			fail(fmt.Errorf("--rules: %q is neither %s nor %s", s, scale.RulesDefaults, scale.RulesLibrary))
 		}
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "bench-scale N=%d: %v\n", n, err)
-			status = 1
+		selections = append(selections, s)
+	}
+	status := 0
+	var summary []string
+runs:
+	for _, n := range ns {
+		var converged []*scale.Report
+		for _, sel := range selections {
+			rep, err := scale.Run(ctx, scale.Config{
+				Releases: n, Objects: *objects, Changes: *changes, PerNamespace: *perNS,
+				Steady: *steady, Interval: *interval, ConvergeTimeout: *timeout, Rules: sel,
+				Binary: bin, Args: strings.Fields(*args), Log: os.Stderr,
+			})
+			if rep != nil && rep.Converge > 0 {
+				fmt.Println(rep.Table())
+				converged = append(converged, rep)
+			}
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "bench-scale N=%d rules %s: %v\n", n, sel, err)
+				status = 1
+			}
+			if ctx.Err() != nil {
+				break runs
+			}
 		}
-		if ctx.Err() != nil {
-			break
+		if len(selections) > 1 && len(converged) == len(selections) {
+			line := fmt.Sprintf("N = %d, cold converge:", n)
+			for _, rep := range converged {
+				line += fmt.Sprintf(" %s %s (observer CPU %s);", rep.Rules, rep.Converge.Round(10*time.Millisecond),
+					rep.CPUConverge.Round(10*time.Millisecond))
+			}
+			base := converged[0].Converge
+			for _, rep := range converged[1:] {
+				line += fmt.Sprintf(" %s / %s = %.2f", rep.Rules, converged[0].Rules, float64(rep.Converge)/float64(base))
+			}
+			summary = append(summary, line)
 		}
+	}
+	for _, line := range summary {
+		fmt.Println(line)
 	}
 	os.Exit(status)
 }

@@ -26,6 +26,8 @@ type Report struct {
 	Config
 	// Objects is N × M.
 	Objects int
+	// RuleSets is the number of rule set files applied (Config.Rules).
+	RuleSets int
 	// Setup is how long creating the objects took (not part of any figure).
 	Setup time.Duration
 	// Converge is observer start → every Release Healthy=True.
@@ -107,11 +109,19 @@ func ms(d time.Duration) string {
 
 func mib(b uint64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
 
+// RulesName describes the rule selection of the run.
+func (r *Report) RulesName() string {
+	if r.Rules == RulesLibrary {
+		return fmt.Sprintf("%s (convoy-defaults, every set of health/library and health/generic.yaml: %d files)", r.Rules, r.RuleSets)
+	}
+	return r.Rules + " (health/convoy-defaults.yaml)"
+}
+
 // Table renders the report as a text table.
 func (r *Report) Table() string {
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "## N = %d Releases × M = %d Deployments (%d objects), %d namespace(s), K = %d changes, syncPolicy.interval %s\n\n",
-		r.Releases, r.Config.Objects, r.Objects, (r.Releases+r.PerNamespace-1)/r.PerNamespace, r.Changes, r.Interval)
+	fmt.Fprintf(&b, "## N = %d Releases × M = %d Deployments (%d objects), %d namespace(s), K = %d changes, syncPolicy.interval %s, rules %s\n\n",
+		r.Releases, r.Config.Objects, r.Objects, (r.Releases+r.PerNamespace-1)/r.PerNamespace, r.Changes, r.Interval, r.RulesName())
 	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	perMin := func(v float64) float64 { return v * float64(time.Minute) / float64(r.SteadyWindow) }
 	fmt.Fprintf(w, "cold converge (all Healthy)\t%s\t(%d sync requests)\n", r.Converge.Round(10*time.Millisecond), r.Syncs)

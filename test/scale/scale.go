@@ -57,6 +57,8 @@ type Config struct {
 	ConvergeTimeout time.Duration
 	// ReactionTimeout bounds the wait for each reaction; default 30s.
 	ReactionTimeout time.Duration
+	// Rules is the rule selection: RulesDefaults (the default) or RulesLibrary.
+	Rules string
 	// Binary is the convoy-observer binary; Args are added to its flags.
 	Binary string
 	Args   []string
@@ -64,7 +66,20 @@ type Config struct {
 	Log io.Writer
 }
 
+// The rule selections of Config.Rules. Every Release selects every GlobalHealthRuleSet,
+// so the selection is what setup applies.
+const (
+	// RulesDefaults is health/convoy-defaults.yaml alone.
+	RulesDefaults = "defaults"
+	// RulesLibrary is convoy-defaults, every set of health/library and the generic set
+	// (health/generic.yaml): hundreds of rules, wildcards included.
+	RulesLibrary = "library"
+)
+
 func (c *Config) defaults() {
+	if c.Rules == "" {
+		c.Rules = RulesDefaults
+	}
 	if c.PerNamespace <= 0 {
 		c.PerNamespace = 100
 	}
@@ -114,6 +129,9 @@ func (r *run) logf(format string, args ...any) {
 // Run does one run on a fresh control plane and returns its report.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	cfg.defaults()
+	if cfg.Rules != RulesDefaults && cfg.Rules != RulesLibrary {
+		return nil, fmt.Errorf("rules %q: want %q or %q", cfg.Rules, RulesDefaults, RulesLibrary)
+	}
 	env, err := testenv.Start()
 	if err != nil {
 		return nil, err

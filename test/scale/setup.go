@@ -21,12 +21,19 @@ import (
 	"github.com/kumodo/convoy-observer/internal/testenv"
 )
 
-// setup creates the namespaces, Clusters, the default rule set, the Deployments with a
-// healthy status, the Releases, their inventories and lastAttempted.
+// setup creates the namespaces, Clusters, the rule sets of the selection, the
+// Deployments with a healthy status, the Releases, their inventories and lastAttempted.
 func (r *run) setup(ctx context.Context) error {
-	if err := testenv.ApplyFile(ctx, r.c, filepath.Join(r.env.RepoRoot, "health", "convoy-defaults.yaml"), "bench"); err != nil {
+	files, err := r.ruleFiles()
+	if err != nil {
 		return err
 	}
+	for _, f := range files {
+		if err := testenv.ApplyFile(ctx, r.c, f, "bench"); err != nil {
+			return err
+		}
+	}
+	r.report.RuleSets = len(files)
 	for n := 0; n < r.namespaces(); n++ {
 		ns := fmt.Sprintf("bench-%d", n)
 		if err := r.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
@@ -42,6 +49,20 @@ func (r *run) setup(ctx context.Context) error {
 		g.Go(func() error { return r.setupRelease(gctx, i) })
 	}
 	return g.Wait()
+}
+
+// ruleFiles returns the files of the rule selection (Config.Rules).
+func (r *run) ruleFiles() ([]string, error) {
+	files := []string{filepath.Join(r.env.RepoRoot, "health", "convoy-defaults.yaml")}
+	if r.cfg.Rules != RulesLibrary {
+		return files, nil
+	}
+	library, err := filepath.Glob(filepath.Join(r.env.RepoRoot, "health", "library", "*.yaml"))
+	if err != nil || len(library) == 0 {
+		return nil, fmt.Errorf("no rule sets under health/library (%v)", err)
+	}
+	files = append(files, library...)
+	return append(files, filepath.Join(r.env.RepoRoot, "health", "generic.yaml")), nil
 }
 
 func (r *run) setupRelease(ctx context.Context, i int) error {
