@@ -101,7 +101,7 @@ func crds(t *testing.T, paths ...string) *lint.CRDs {
 var thirdPartyGroups = []string{
 	"platform.confluent.io",
 	"kafka.strimzi.io",
-	"argoproj.io", "cert-manager.io", "gateway.networking.k8s.io", "gateway.networking.x-k8s.io", "keda.sh", "helm.toolkit.fluxcd.io",
+	"argoproj.io", "cert-manager.io", "certmanager.k8s.io", "gateway.networking.k8s.io", "gateway.networking.x-k8s.io", "keda.sh", "helm.toolkit.fluxcd.io",
 	"image.toolkit.fluxcd.io", "kustomize.toolkit.fluxcd.io", "notification.toolkit.fluxcd.io", "source.toolkit.fluxcd.io",
 	"policy.open-cluster-management.io",
 	"promoter.argoproj.io",
