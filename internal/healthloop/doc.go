@@ -34,9 +34,9 @@
 // In memory, per Release, the loop holds one releaseMemory (memory.go): the re-check
 // attempt counts (kept in memory by design: a restart starts the backoff over), and what
 // is kept only for speed: the last condition and entries digest it applied (a lagging
-// cache may not show them yet), whether a sync request is armed, and what it knows of
-// the owed-sync record. Beside it, the last Event kind, the targets read and whether the
-// last pass hit its budget. forget drops all of it when the Release is gone or its shard
+// cache may not show them yet), whether a sync request is armed, what it knows of the
+// owed-sync record, the kind of the last edge that got an Event and whether the last
+// pass hit its budget; beside it, the target objects it reads (targets.go). forget drops all of it when the Release is gone or its shard
 // moves away. Per Cluster it holds the shard last seen, the Event budget and the outage
 // flag, dropped with the last Release that names the Cluster (forgetCluster).
 //

@@ -62,7 +62,6 @@ const maxEventNote = 1000
 type eventState struct {
 	mu      sync.Mutex
 	down    map[string]bool                    // Cluster namespace/name → ClusterUnreachable recorded
-	kinds   map[string]string                  // Release key → conditionKind of its last recorded edge
 	buckets map[string]flowcontrol.RateLimiter // Cluster namespace/name → bucket of Release Events
 }
 
@@ -81,30 +80,6 @@ func (s *eventState) bucket(key string) flowcontrol.RateLimiter {
 	return b
 }
 
-// sameKind records kind as the latest condition kind of the Release key and reports
-// whether it already was: a pass that reads the Release from a cache that has not yet
-// caught up with this loop's own condition write sees the old condition again, and must
-// not record the same edge twice.
-func (s *eventState) sameKind(key, kind string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.kinds == nil {
-		s.kinds = map[string]string{}
-	}
-	if s.kinds[key] == kind {
-		return true
-	}
-	s.kinds[key] = kind
-	return false
-}
-
-// forget drops what is remembered of the Release key.
-func (s *eventState) forget(key string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.kinds, key)
-}
-
 // forgetCluster drops what is remembered of the Cluster key (its Event budget and
 // outage), once no Release names it.
 func (s *eventState) forgetCluster(key string) {
@@ -114,11 +89,11 @@ func (s *eventState) forgetCluster(key string) {
 	delete(s.down, key)
 }
 
-// size returns how many Releases and Clusters s remembers, for tests.
-func (s *eventState) size() (releases, clusters int) {
+// size returns how many Clusters s remembers, for tests.
+func (s *eventState) size() (clusters int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.kinds), max(len(s.buckets), len(s.down))
+	return max(len(s.buckets), len(s.down))
 }
 
 // markDown records the cluster as down; true when it was not (an edge).
@@ -160,7 +135,7 @@ func (h *HealthController) recordHealthEvents(ctx context.Context, rel *v1alpha1
 		prevKind = priorKind(prev)
 	}
 	kind := conditionKind(hs)
-	if kind == prevKind || h.events.sameKind(base.KeyOf(rel), kind) {
+	if kind == prevKind || h.sameKind(base.KeyOf(rel), kind) {
 		return
 	}
 	eventType, reason := corev1.EventTypeWarning, ""

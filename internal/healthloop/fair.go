@@ -239,9 +239,6 @@ type fairState struct {
 	once sync.Once
 	gate *evalGate
 	pass atomic.Uint64
-
-	mu  sync.Mutex
-	cut map[string]bool // Release key → its last pass was cut by the budget
 }
 
 // passTenant is what the evaluations of one pass share: the Release's namespace (the
@@ -310,18 +307,10 @@ func (h *HealthController) countCut(namespace, key string, results []itemResult)
 			cut++
 		}
 	}
-	h.fair.mu.Lock()
-	defer h.fair.mu.Unlock()
-	if h.fair.cut == nil {
-		h.fair.cut = map[string]bool{}
-	}
-	before = h.fair.cut[key]
+	h.remember(key, func(m *releaseMemory) { before, m.budgetCut = m.budgetCut, cut > 0 })
 	if cut > 0 {
-		h.fair.cut[key] = true
 		budgetCuts.WithLabelValues(namespace).Inc()
 		budgetCutEntries.WithLabelValues(namespace).Add(float64(cut))
-	} else {
-		delete(h.fair.cut, key)
 	}
 	return cut, before
 }
@@ -335,13 +324,6 @@ func (h *HealthController) recordBudgetEvent(rel *v1alpha1.Release, a *assessmen
 	h.Events.Eventf(rel, nil, corev1.EventTypeWarning, EventEvaluationBudgetExceeded, actionAssess, "%s",
 		truncateNote(fmt.Sprintf("%d of %d entries not evaluated: the pass spent its evaluation budget of %d CEL cost units (--pass-evaluation-budget); they are Unknown until a pass evaluates them. Make the rules cheaper or raise the budget (docs/operations.md, \"Tenants and fairness\")",
 			a.budgetCut, len(a.entries), h.Fair.PassBudget)))
-}
-
-// forgetFair drops what the fair evaluation remembers of the Release key.
-func (h *HealthController) forgetFair(key string) {
-	h.fair.mu.Lock()
-	defer h.fair.mu.Unlock()
-	delete(h.fair.cut, key)
 }
 
 // EventEvaluationBudgetExceeded is the reason of the Warning Event of a pass that could

@@ -26,11 +26,20 @@ type releaseMemory struct {
 	// (writeInventoryHealth); valid when entriesWritten.
 	entriesSum     uint64
 	entriesWritten bool
+	// eventKind is the conditionKind of the last edge that got an Event (events.go): a
+	// pass that reads the Release from a cache that has not caught up with this loop's
+	// own condition write sees the old condition again, and must not record the same
+	// edge twice.
+	eventKind string
+	// budgetCut: the last pass was cut by the evaluation budget (fair.go), so the next
+	// cut one is no new edge.
+	budgetCut bool
 }
 
 // empty reports whether m holds nothing worth keeping.
 func (m *releaseMemory) empty() bool {
-	return len(m.attempts) == 0 && !m.wakeArmed && m.owed == (owedState{}) && m.written == nil && !m.entriesWritten
+	return len(m.attempts) == 0 && !m.wakeArmed && m.owed == (owedState{}) && m.written == nil && !m.entriesWritten &&
+		m.eventKind == "" && !m.budgetCut
 }
 
 // remember runs fn on the memory of the Release key under h.mu (made on first use, and
@@ -71,8 +80,6 @@ func (h *HealthController) recall(key string) releaseMemory {
 // to another replica. What the loop remembers of its Cluster goes with forgetCluster.
 func (h *HealthController) forget(key string) {
 	h.untrackTargets(key)
-	h.forgetFair(key)
-	h.events.forget(key)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	delete(h.memory, key)
@@ -86,9 +93,12 @@ func (h *HealthController) remembered() (releases, clusters int) {
 	releases = max(len(h.memory), len(h.clusterOf))
 	clusters = max(len(h.clusterRefs), len(h.lastShard))
 	h.mu.Unlock()
-	er, ec := h.events.size()
-	h.fair.mu.Lock()
-	fr := len(h.fair.cut)
-	h.fair.mu.Unlock()
-	return max(releases, er, fr), max(clusters, ec)
+	return releases, max(clusters, h.events.size())
+}
+
+// sameKind records kind as the conditionKind of the last edge of the Release key that
+// got an Event, and reports whether it already was.
+func (h *HealthController) sameKind(key, kind string) (same bool) {
+	h.remember(key, func(m *releaseMemory) { same, m.eventKind = m.eventKind == kind, kind })
+	return same
 }

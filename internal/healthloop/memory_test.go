@@ -41,7 +41,7 @@ func TestMemoryGoesWithTheRelease(t *testing.T) {
 		f.h.mu.Lock()
 		clusters, shards = len(f.h.clusterOf), len(f.h.lastShard)
 		f.h.mu.Unlock()
-		eventReleases, eventClusters = f.h.events.size()
+		eventClusters = f.h.events.size()
 		return
 	}
 	if r, c := f.h.remembered(); r != 2 || c != 1 {
