@@ -36,8 +36,9 @@
 // is kept only for speed: the last condition and entries digest it applied (a lagging
 // cache may not show them yet), whether a sync request is armed, what it knows of the
 // owed-sync record, the kind of the last edge that got an Event and whether the last
-// pass hit its budget; beside it, the target objects it reads (targets.go). forget drops all of it when the Release is gone or its shard
-// moves away. Per Cluster it holds the shard last seen, the Event budget and the outage
+// pass hit its budget. What it reads from its target cluster is indexed by the cluster
+// cache (Track). forget drops all of it (and untracks) when the Release is gone or its
+// shard moves away. Per Cluster it holds the shard last seen, the Event budget and the outage
 // flag, dropped with the last Release that names the Cluster (forgetCluster).
 //
 // Why an owed sync request is an annotation on the inventory and not a Flux-style
