@@ -166,6 +166,8 @@ var resources = map[string]string{
 	// Confluent for Kubernetes
 	"Zookeeper": "zookeepers", "Connect": "connects", "ControlCenter": "controlcenters", "KsqlDB": "ksqldbs",
 	"SchemaRegistry": "schemaregistries", "Connector": "connectors",
+	// Contour
+	"HTTPProxy": "httpproxies", "ExtensionService": "extensionservices",
 	// rabbitmq
 	"RabbitmqCluster": "rabbitmqclusters", "Queue": "queues", "Exchange": "exchanges", "Vhost": "vhosts",
 	// OpenKruise
