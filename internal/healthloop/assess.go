@@ -40,6 +40,9 @@ type assessment struct {
 	// budget (fair.go); budgetCutBefore: the Release's previous pass was cut too.
 	budgetCut       int
 	budgetCutBefore bool
+	// unjudged is the number of recorded entries that no selected rule judges: no rule's
+	// apiVersion and resources match the entry's (health.Evaluator.RulesApplied is 0).
+	unjudged int
 }
 
 // itemResult is the assessment of one inventory entry.
@@ -94,6 +97,11 @@ func (h *HealthController) assess(ctx context.Context, rel *v1alpha1.Release, pi
 	a.stale = stale
 	if len(entries) == 0 {
 		return a, nil
+	}
+	for i := range entries {
+		if evaluator.RulesApplied(entries[i].APIVersion(), entries[i].Resource) == 0 {
+			a.unjudged++
+		}
 	}
 	// 4. The target cluster.
 	if clusterErr != nil {

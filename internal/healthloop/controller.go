@@ -240,6 +240,7 @@ func (h *HealthController) syncHandler(ctx context.Context, key string) (_ base.
 	var e edges
 	if rel.Spec.HealthAssessment == nil {
 		hs = notConfigured(rel)
+		forgetUnjudged(rel.Namespace, rel.Name)
 	} else {
 		var err error
 		if a, err = h.assess(ctx, rel, inv, cluster, clusterErr); err != nil {
@@ -251,6 +252,7 @@ func (h *HealthController) syncHandler(ctx context.Context, key string) (_ base.
 			pending = append(pending, targetAssessment)
 		} else {
 			hs = a.healthStatus(rel)
+			recordUnjudged(rel.Namespace, rel.Name, a.unjudged)
 			pending = append(pending, a.pendingTargets(hs)...)
 			e = edges{waveCompleted: a.waveCompleted, renderAdvanced: a.renderAdvanced}
 		}

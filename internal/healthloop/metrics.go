@@ -18,6 +18,13 @@ var (
 		Help: "Inventory entries of a Release by health state, as last written to its healthSummary.",
 	}, []string{"namespace", "release", "state"})
 
+	// unjudgedEntries counts each assessed Release's inventory entries that no selected
+	// rule judges.
+	unjudgedEntries = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "convoy_observer_release_unjudged_entries",
+		Help: "Inventory entries of a Release with spec.healthAssessment that no selected rule judges (no rule's apiVersion and resources match them, so they pass unjudged), as of its last assessment.",
+	}, []string{"namespace", "release"})
+
 	// assessmentFailures counts passes whose assessment failed (Healthy=Unknown).
 	assessmentFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "convoy_observer_assessment_failures_total",
@@ -46,7 +53,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(releaseEntries, assessmentFailures, syncRequests, writeConflicts, targetWakeups,
+	metrics.Registry.MustRegister(releaseEntries, unjudgedEntries, assessmentFailures, syncRequests, writeConflicts, targetWakeups,
 		evaluationCPU, evaluationCost, passesTotal, budgetCuts, budgetCutEntries, evaluationWait, queueWait)
 }
 
@@ -63,10 +70,22 @@ func recordSummary(namespace, name string, s *v1alpha1.HealthSummary) {
 	}
 }
 
+// recordUnjudged sets the unjudged-entries gauge of a Release that was assessed.
+func recordUnjudged(namespace, name string, n int) {
+	unjudgedEntries.WithLabelValues(namespace, name).Set(float64(n))
+}
+
+// forgetUnjudged drops the unjudged-entries series of a Release that asks for no
+// assessment (spec.healthAssessment unset): nothing is selected, and nothing is missed.
+func forgetUnjudged(namespace, name string) {
+	unjudgedEntries.DeleteLabelValues(namespace, name)
+}
+
 // forgetMetrics drops the series of a deleted Release.
 func forgetMetrics(namespace, name string) {
 	labels := prometheus.Labels{"namespace": namespace, "release": name}
 	releaseEntries.DeletePartialMatch(labels)
+	unjudgedEntries.DeletePartialMatch(labels)
 	assessmentFailures.DeletePartialMatch(labels)
 }
 
