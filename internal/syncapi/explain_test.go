@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	acv1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1/applyconfiguration/api/v1alpha1"
+
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -54,18 +56,19 @@ func explainedRelease(t *testing.T, name, cluster string, rules []extv1alpha1.Ru
 	must(env.Client.Create(ctx, rel))
 	rel.Status.LastAttempted = &v1alpha1.AttemptStatus{RenderRef: "r1"}
 	must(env.Client.Status().Update(ctx, rel))
-	var recorded, assessed []any
+	var recorded, judged []*acv1alpha1.InventoryEntryApplyConfiguration
 	for n, state := range states {
-		recorded = append(recorded, entry("", "ConfigMap", "default", name+"-"+n,
-			map[string]any{"version": "v1", "resource": "configmaps", "wave": 0, "renderRef": "r1"}))
-		f := map[string]any{"state": state, "assessedRenderRef": "r1"}
+		recorded = append(recorded, entry("", "ConfigMap", "default", name+"-"+n).
+			WithVersion("v1").WithResource("configmaps").WithWave(0).WithRenderRef("r1"))
+		var first *metav1.Time
 		if state == "Degraded" {
-			f["firstUnhealthy"] = time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
+			hourAgo := metav1.NewTime(time.Now().Add(-time.Hour))
+			first = &hourAgo
 		}
-		assessed = append(assessed, entry("", "ConfigMap", "default", name+"-"+n, f))
+		judged = append(judged, assessed("", "ConfigMap", "default", name+"-"+n, v1alpha1.HealthState(state), "r1", "", first))
 	}
-	mustApply(t, cmManager, name, map[string]any{"entries": recorded})
-	mustApply(t, invManager, name, map[string]any{"entries": assessed})
+	mustApply(t, cmManager, name, recorded)
+	mustApply(t, invManager, name, judged)
 }
 
 // explainedHealth serves /health with x and returns, per entry name without the release

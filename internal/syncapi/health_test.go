@@ -7,6 +7,9 @@ import (
 	"sort"
 	"testing"
 
+	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
+	acv1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1/applyconfiguration/api/v1alpha1"
+
 	"github.com/kumodo/convoy-observer/internal/syncapi"
 )
 
@@ -67,46 +70,29 @@ func TestHealthFromInventory(t *testing.T) {
 	t.Parallel()
 	const name = "health-demo"
 	createRelease(t, name, "r2", nil)
-	cm := func(group, kind, ns, n, version, resource string, wave int, renderRef string) map[string]any {
-		return entry(group, kind, ns, n, map[string]any{"version": version, "resource": resource, "wave": wave, "renderRef": renderRef})
+	cm := func(group, kind, ns, n, version, resource string, wave int32, renderRef string) *acv1alpha1.InventoryEntryApplyConfiguration {
+		return entry(group, kind, ns, n).WithVersion(version).WithResource(resource).WithWave(wave).WithRenderRef(renderRef)
 	}
-	mustApply(t, cmManager, name, map[string]any{
-		"entries": []any{
-			cm("apps", "Deployment", "demo", "web", "v1", "deployments", 1, "r2"),
-			cm("", "Service", "demo", "web", "v1", "services", 1, "r2"),
-			cm("", "ConfigMap", "demo", "cfg", "v1", "configmaps", 0, "r2"),
-			cm("rbac.authorization.k8s.io", "ClusterRole", "", "reader", "v1", "clusterroles", 0, "r2"),
-			cm("", "Secret", "demo", "fresh", "v1", "secrets", 2, "r2"),
-		},
-		"hooks": []any{
-			map[string]any{"name": "pre", "workloadKind": "Job", "namespace": "demo", "workloadName": "pre-1", "createdAt": "2026-01-02T03:00:00Z", "timeout": "5m"},
-			map[string]any{"name": "post", "workloadKind": "Pod", "namespace": "demo", "workloadName": "post-1", "createdAt": "2026-01-02T03:00:00Z"},
-		},
+	mustApply(t, cmManager, name, []*acv1alpha1.InventoryEntryApplyConfiguration{
+		cm("apps", "Deployment", "demo", "web", "v1", "deployments", 1, "r2"),
+		cm("", "Service", "demo", "web", "v1", "services", 1, "r2"),
+		cm("", "ConfigMap", "demo", "cfg", "v1", "configmaps", 0, "r2"),
+		cm("rbac.authorization.k8s.io", "ClusterRole", "", "reader", "v1", "clusterroles", 0, "r2"),
+		cm("", "Secret", "demo", "fresh", "v1", "secrets", 2, "r2"),
+	},
+		acv1alpha1.HookEntry().WithName("pre").WithWorkloadKind("Job").WithNamespace("demo").WithWorkloadName("pre-1").
+			WithCreatedAt(*at(t, "2026-01-02T03:00:00Z")).WithTimeout("5m"),
+		acv1alpha1.HookEntry().WithName("post").WithWorkloadKind("Pod").WithNamespace("demo").WithWorkloadName("post-1").
+			WithCreatedAt(*at(t, "2026-01-02T03:00:00Z")))
+	mustApply(t, invManager, name, []*acv1alpha1.InventoryEntryApplyConfiguration{
+		assessed("apps", "Deployment", "demo", "web", v1alpha1.StateProgressing, "r2", "1/3 available", at(t, "2026-01-02T03:04:05Z")),
+		assessed("", "Service", "demo", "web", v1alpha1.StateDegraded, "r2", "no endpoints", at(t, "2026-01-02T02:00:00Z")),
+		assessed("", "ConfigMap", "demo", "cfg", v1alpha1.StateHealthy, "r2", "", nil),
+		assessed("rbac.authorization.k8s.io", "ClusterRole", "", "reader", v1alpha1.StateHealthy, "r2", "", nil),
 	})
-	obs := func(group, kind, ns, n, state, message, firstUnhealthy string) map[string]any {
-		f := map[string]any{"state": state, "assessedRenderRef": "r2"}
-		if message != "" {
-			f["message"] = message
-		}
-		if firstUnhealthy != "" {
-			f["firstUnhealthy"] = firstUnhealthy
-		}
-		return entry(group, kind, ns, n, f)
-	}
-	mustApply(t, invManager, name, map[string]any{
-		"entries": []any{
-			obs("apps", "Deployment", "demo", "web", "Progressing", "1/3 available", "2026-01-02T03:04:05Z"),
-			obs("", "Service", "demo", "web", "Degraded", "no endpoints", "2026-01-02T02:00:00Z"),
-			obs("", "ConfigMap", "demo", "cfg", "Healthy", "", ""),
-			obs("rbac.authorization.k8s.io", "ClusterRole", "", "reader", "Healthy", "", ""),
-		},
-	})
-	mustApply(t, hookManager, name, map[string]any{
-		"hooks": []any{
-			map[string]any{"name": "pre", "state": "Succeeded", "finishedAt": "2026-01-02T03:01:00Z"},
-			map[string]any{"name": "post", "state": "Running", "message": "waiting"},
-		},
-	})
+	mustApply(t, hookManager, name, nil,
+		acv1alpha1.HookEntry().WithName("pre").WithState(v1alpha1.HookSucceeded).WithFinishedAt(*at(t, "2026-01-02T03:01:00Z")),
+		acv1alpha1.HookEntry().WithName("post").WithState(v1alpha1.HookRunning).WithMessage("waiting"))
 
 	srv, _ := newServer(t, nil)
 	url := srv.URL + syncapi.HealthPath("default", name)
@@ -159,17 +145,14 @@ func TestHealthFromInventory(t *testing.T) {
 	// The controller-manager applies a new render: the Service and the hook pre are gone
 	// from its apply, the Deployment moved to r3. The observer still owns fields of the
 	// Service and of pre, so they stay in the object but must vanish from /health.
-	mustApply(t, cmManager, name, map[string]any{
-		"entries": []any{
-			cm("apps", "Deployment", "demo", "web", "v1", "deployments", 1, "r3"),
-			cm("", "ConfigMap", "demo", "cfg", "v1", "configmaps", 0, "r2"),
-			cm("rbac.authorization.k8s.io", "ClusterRole", "", "reader", "v1", "clusterroles", 0, "r2"),
-			cm("", "Secret", "demo", "fresh", "v1", "secrets", 2, "r2"),
-		},
-		"hooks": []any{
-			map[string]any{"name": "post", "workloadKind": "Pod", "namespace": "demo", "workloadName": "post-1", "createdAt": "2026-01-02T03:00:00Z"},
-		},
-	})
+	mustApply(t, cmManager, name, []*acv1alpha1.InventoryEntryApplyConfiguration{
+		cm("apps", "Deployment", "demo", "web", "v1", "deployments", 1, "r3"),
+		cm("", "ConfigMap", "demo", "cfg", "v1", "configmaps", 0, "r2"),
+		cm("rbac.authorization.k8s.io", "ClusterRole", "", "reader", "v1", "clusterroles", 0, "r2"),
+		cm("", "Secret", "demo", "fresh", "v1", "secrets", 2, "r2"),
+	},
+		acv1alpha1.HookEntry().WithName("post").WithWorkloadKind("Pod").WithNamespace("demo").WithWorkloadName("post-1").
+			WithCreatedAt(*at(t, "2026-01-02T03:00:00Z")))
 	raw := getInventoryJSON(t, name)
 	mustContain(t, "inventory", raw, `"kind":"Service"`)
 	mustContain(t, "inventory", raw, `"name":"pre"`)

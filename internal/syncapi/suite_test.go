@@ -12,9 +12,10 @@ import (
 	"testing"
 	"time"
 
+	acv1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1/applyconfiguration/api/v1alpha1"
+
 	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
@@ -109,32 +110,44 @@ func getRelease(t *testing.T, name string) *v1alpha1.Release {
 	return rel
 }
 
-// mustApply server-side applies the ReleaseInventory default/name with the given
-// top-level lists as manager, forcing ownership.
-func mustApply(t *testing.T, manager, name string, lists map[string]any) {
+// mustApply server-side applies the ReleaseInventory default/name with entries and
+// hooks as manager, forcing ownership.
+func mustApply(t *testing.T, manager, name string, entries []*acv1alpha1.InventoryEntryApplyConfiguration, hooks ...*acv1alpha1.HookEntryApplyConfiguration) {
 	t.Helper()
-	obj := map[string]any{
-		"apiVersion": "convoy.kumodo.io/v1alpha1",
-		"kind":       "ReleaseInventory",
-		"metadata":   map[string]any{"name": name, "namespace": "default"},
-	}
-	for k, v := range lists {
-		obj[k] = v
-	}
-	u := &unstructured.Unstructured{Object: obj}
-	err := env.Client.Apply(context.Background(), client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(manager), client.ForceOwnership)
+	ac := acv1alpha1.ReleaseInventory(name, "default").WithEntries(entries...).WithHooks(hooks...)
+	err := env.Client.Apply(context.Background(), ac, client.FieldOwner(manager), client.ForceOwnership)
 	if err != nil {
 		t.Fatalf("apply inventory %s as %s: %v", name, manager, err)
 	}
 }
 
 // entry is an inventory entry with its four keys and the given fields.
-func entry(group, kind, ns, name string, fields map[string]any) map[string]any {
-	e := map[string]any{"group": group, "kind": kind, "namespace": ns, "name": name}
-	for k, v := range fields {
-		e[k] = v
+func entry(group, kind, ns, name string) *acv1alpha1.InventoryEntryApplyConfiguration {
+	return acv1alpha1.InventoryEntry().WithGroup(group).WithKind(kind).WithNamespace(ns).WithName(name)
+}
+
+// assessed is the entry as the observer writes it: state, assessedRenderRef render,
+// message and firstUnhealthy when set.
+func assessed(group, kind, ns, name string, state v1alpha1.HealthState, render, message string, firstUnhealthy *metav1.Time) *acv1alpha1.InventoryEntryApplyConfiguration {
+	e := entry(group, kind, ns, name).WithState(state).WithAssessedRenderRef(render)
+	if message != "" {
+		e.WithMessage(message)
+	}
+	if firstUnhealthy != nil {
+		e.WithFirstUnhealthy(*firstUnhealthy)
 	}
 	return e
+}
+
+// at parses an RFC 3339 time.
+func at(t *testing.T, s string) *metav1.Time {
+	t.Helper()
+	ts, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mt := metav1.NewTime(ts)
+	return &mt
 }
 
 // decodeStatus decodes a metav1.Status error body.
