@@ -66,7 +66,7 @@ func (s detachedStatus) Apply(ctx context.Context, obj runtime.ApplyConfiguratio
 	return s.SubResourceWriter.Apply(context.WithoutCancel(ctx), obj, opts...)
 }
 
-// TestCancelledPassWritesNothing (issue #10): a pass cut off by shutdown writes nothing
+// TestCancelledPassWritesNothing: a pass cut off by shutdown writes nothing
 // (no Healthy=Unknown, no "cannot read object" entry, no hook state), sends nothing, and
 // says nothing at error level; the queue gets a quiet error.
 func TestCancelledPassWritesNothing(t *testing.T) {

@@ -17,7 +17,7 @@ func (f *fixture) deleteJob(name string) {
 		client.PropagationPolicy(metav1.DeletePropagationBackground)))
 }
 
-// TestFinishedHookNeverRegresses (issue #10): a hook that finished in the second it was
+// TestFinishedHookNeverRegresses: a hook that finished in the second it was
 // armed keeps Succeeded when its Job is deleted afterwards (delete-on-success), even past
 // its timeout, and sends no second sync request; only a re-arm with a newer createdAt
 // changes its state again.

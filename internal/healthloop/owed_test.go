@@ -11,7 +11,7 @@ import (
 	"github.com/kumodo/convoy-observer/internal/inventory"
 )
 
-// TestOwedRecordRidesInTheEdgeWrite (issue #12): the record of an owed sync request
+// TestOwedRecordRidesInTheEdgeWrite: the record of an owed sync request
 // costs no write of its own. A pass with an edge writes the inventory once, the entries
 // apply, which carries the record, and sends one request; the paid record stays, and
 // neither this process nor the next one pays it again or writes for it.
@@ -126,7 +126,7 @@ func (f *fixture) setOwedRecord(value string) {
 	must(f.t, env.Client.Patch(f.ctx, inv, patch))
 }
 
-// TestUnpaidRecordSurvivesLaterApplies (issue #12): the record is owned by the field
+// TestUnpaidRecordSurvivesLaterApplies: the record is owned by the field
 // manager of the apply that carried it, and Server-Side Apply removes a field that its
 // only owner stops sending. So every later apply of that manager carries the record
 // while the debt is unpaid: an observer killed after such an apply still pays the debt.

@@ -54,7 +54,7 @@ func TestFieldOwnership(t *testing.T) {
 
 // TestDroppedEntryVanishes: an entry that the controller-manager no longer records
 // vanishes from the inventory after the observer's next pass, also when it was the
-// last one (CONTRACT §1).
+// last one (docs/design.md, "Objects and owners").
 func TestDroppedEntryVanishes(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)

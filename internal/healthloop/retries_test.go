@@ -123,7 +123,7 @@ func (f *fixture) queueFor() (*basetest.Loop, *recordingSink) {
 	return basetest.Start(f.t, f.h.syncHandler, log), sink
 }
 
-// TestFailedHookWriteIsRetried is the regression test of issue #10: a hooks write that
+// TestFailedHookWriteIsRetried: a hooks write that
 // fails is retried by the queue with its rate limit, and the hook's state and its sync
 // request land on the retry — also for a Release without healthAssessment and without
 // syncPolicy.interval, where nothing else would bring the key back.

@@ -226,7 +226,7 @@ func TestTargetChangeWakesThroughTheController(t *testing.T) {
 }
 
 // TestRuleSetChangesWakeTheirReleases: a HealthRuleSet change queues the Releases of its
-// namespace, and a GlobalHealthRuleSet change every Release (CONTRACT §2). The Release
+// namespace, and a GlobalHealthRuleSet change every Release (docs/design.md, "Events that add a key"). The Release
 // is Healthy without syncPolicy.interval, so only these events bring a pass. Not
 // parallel: a GlobalHealthRuleSet wakes the Releases of every other test's manager too.
 func TestRuleSetChangesWakeTheirReleases(t *testing.T) {
@@ -259,7 +259,7 @@ func TestRuleSetChangesWakeTheirReleases(t *testing.T) {
 // TestRuleSetAndClusterChangesWakeTheLoop: with every entry Healthy and no interval the
 // loop has nothing scheduled, so only an event brings a pass: a changed HealthRuleSet, a
 // changed GlobalHealthRuleSet, a changed Cluster each turn the Release's condition
-// within the bounded wait (CONTRACT §2, "Events that add a key"). It runs alone (not
+// within the bounded wait (docs/design.md, "Events that add a key"). It runs alone (not
 // parallel, subtests in order): any GlobalHealthRuleSet change by another test enqueues
 // every Release and would hide a missing handler.
 func TestRuleSetAndClusterChangesWakeTheLoop(t *testing.T) {
