@@ -65,6 +65,12 @@ func TestGuardedProgramsAgreeWithCEL(t *testing.T) {
 		"object.spec.replicas / 0", "object.status.phase.matches('^R')", "int(object.metadata.generation) * 2",
 		"object.metadata.annotations.size()", "[object.kind, object.apiVersion] == ['Pod', 'v1']",
 		"{'a': object.kind}.a", "object.spec.selector.matchLabels", "sets.contains([object.kind], ['Pod'])",
+		// Constant literals built once and `in` a constant list of strings (literal.go).
+		"object.kind in ['Pod', 'Deployment', 'Service']", "object.spec.replicas in ['1', 'a']",
+		"object.status.phase in ['Running', 'Succeeded']", "object.nothing in ['a']",
+		"object.spec.replicas in [1, 2, 3]", "[[1], [2]] == [[1], [2]]", "{'a': [3], 'b': [1, 2]}.b[1] == 2",
+		"{'a': 1, 'a': 2}.a", "object.?status.?conditions.orValue([]).size()", "object.status.conditions.exists(c, c.type in ['Ready', 'Available'])",
+		"dyn(object.spec.replicas) in ['1', 'a']",
 	}
 	var objects []map[string]any
 	for _, dir := range []string{"../testdata/objects", "../testdata/gitops-engine-health"} {

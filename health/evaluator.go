@@ -440,18 +440,19 @@ func (e *Evaluator) evaluate(ctx context.Context, m *meterCall, apiVersion, reso
 	}
 	act := activations.Get().(*evalActivation)
 	defer activations.Put(act)
-	view := ruleView(object)
-	act.object = view
 	act.meter = m
 	defer func() { act.object, act.meter = nil, nil }()
 	// Rules decided at match time pass this object when its apiVersion field is the
-	// one they were decided for (decide.go).
+	// one they were decided for (decide.go). The view (view.go, which never changes the
+	// apiVersion) is built when the first rule runs: not at all when every rule is
+	// decided.
 	decided := match.passes
 	if decided != nil {
-		if v, _ := view["apiVersion"].(string); v != apiVersion {
+		if v, _ := object["apiVersion"].(string); v != apiVersion {
 			decided = nil
 		}
 	}
+	viewed := false
 	for i, r := range rules {
 		if ctx != nil && ctx.Err() != nil {
 			return Result{}, ctx.Err()
@@ -461,6 +462,9 @@ func (e *Evaluator) evaluate(ctx context.Context, m *meterCall, apiVersion, reso
 		}
 		if decided != nil && decided[i] {
 			continue
+		}
+		if !viewed {
+			act.object, viewed = ruleView(object), true
 		}
 		out, err := run(ctx, r.rule, act)
 		if ctx != nil && ctx.Err() != nil {

@@ -146,6 +146,9 @@ func guardDecorator(overloads map[string]*functions.Overload, counting bool) int
 		if fp, ok := i.(*fastPath); ok {
 			i = fp.orig // the planner added a qualifier to the path: build it again
 		}
+		if c := foldLiteral(i); c != nil {
+			return c, nil // literal.go
+		}
 		if !counting {
 			if fp := newFastPath(i, slots); fp != nil {
 				return fp, nil
@@ -169,7 +172,7 @@ func guardDecorator(overloads map[string]*functions.Overload, counting bool) int
 		if impl != nil && impl.NonStrict {
 			return countedNode(i, counting), nil // not_strictly_false and the like: O(1), and they see errors
 		}
-		return &guardedCall{
+		g := &guardedCall{
 			id:       call.ID(),
 			function: call.Function(),
 			overload: call.OverloadID(),
@@ -183,7 +186,11 @@ func guardDecorator(overloads map[string]*functions.Overload, counting bool) int
 			class:       costClasses[call.Function()],
 			ne:          call.Function() == "_!=_",
 			eq:          eq,
-		}, nil
+		}
+		if in := newInStrings(g); in != nil {
+			return in, nil // literal.go
+		}
+		return g, nil
 	}
 }
 
@@ -272,50 +279,58 @@ func (g *guardedCall) Exec(f *interpreter.ExecutionFrame) ref.Val {
 		charge(f, g.cost(f, a, nil, nil))
 		return g.dispatch1(a)
 	case 2:
-		a := g.args[0].Exec(f)
-		b := g.args[1].Exec(f)
-		if types.IsUnknownOrError(a) {
-			return a
-		}
-		if types.IsUnknownOrError(b) {
-			return b
-		}
-		if g.class == costRegexBounded {
-			if r := boundedRegexCall(f, g.function, []ref.Val{a, b}); r != nil {
-				return types.LabelErrNode(g.id, r)
-			}
-		}
-		if !(g.eq && isScalar(a) && isScalar(b)) { // comparing two numbers costs nothing
-			charge(f, g.cost(f, a, b, nil))
-		}
-		if g.eq {
-			if g.ne {
-				return types.Bool(types.Equal(a, b) != types.True)
-			}
-			return types.Equal(a, b)
-		}
-		return g.dispatch2(a, b)
+		return g.exec2(f, g.args[0].Exec(f), g.args[1].Exec(f))
 	default:
-		vals := make([]ref.Val, len(g.args))
-		for i, arg := range g.args {
-			vals[i] = arg.Exec(f)
-			if types.IsUnknownOrError(vals[i]) {
-				return vals[i]
-			}
-		}
-		if g.class == costRegexBounded {
-			if r := boundedRegexCall(f, g.function, vals); r != nil {
-				return types.LabelErrNode(g.id, r)
-			}
-		}
-		var a, b ref.Val
-		if len(vals) > 0 {
-			a = vals[0]
-		}
-		if len(vals) > 1 {
-			b = vals[1]
-		}
-		charge(f, g.cost(f, a, b, vals))
-		return g.callN(vals)
+		return g.execN(f)
 	}
+}
+
+// exec2 is Exec of a call with two arguments, once they are evaluated.
+func (g *guardedCall) exec2(f *interpreter.ExecutionFrame, a, b ref.Val) ref.Val {
+	if types.IsUnknownOrError(a) {
+		return a
+	}
+	if types.IsUnknownOrError(b) {
+		return b
+	}
+	if g.class == costRegexBounded {
+		if r := boundedRegexCall(f, g.function, []ref.Val{a, b}); r != nil {
+			return types.LabelErrNode(g.id, r)
+		}
+	}
+	if !(g.eq && isScalar(a) && isScalar(b)) { // comparing two numbers costs nothing
+		charge(f, g.cost(f, a, b, nil))
+	}
+	if g.eq {
+		if g.ne {
+			return types.Bool(types.Equal(a, b) != types.True)
+		}
+		return types.Equal(a, b)
+	}
+	return g.dispatch2(a, b)
+}
+
+// execN is Exec of a call with more than two arguments (or none).
+func (g *guardedCall) execN(f *interpreter.ExecutionFrame) ref.Val {
+	vals := make([]ref.Val, len(g.args))
+	for i, arg := range g.args {
+		vals[i] = arg.Exec(f)
+		if types.IsUnknownOrError(vals[i]) {
+			return vals[i]
+		}
+	}
+	if g.class == costRegexBounded {
+		if r := boundedRegexCall(f, g.function, vals); r != nil {
+			return types.LabelErrNode(g.id, r)
+		}
+	}
+	var a, b ref.Val
+	if len(vals) > 0 {
+		a = vals[0]
+	}
+	if len(vals) > 1 {
+		b = vals[1]
+	}
+	charge(f, g.cost(f, a, b, vals))
+	return g.callN(vals)
 }

@@ -1,5 +1,7 @@
 package health
 
+import "maps"
+
 // What rules never see. The health loop caches target objects without
 // metadata.managedFields and the kubectl.kubernetes.io/last-applied-configuration
 // annotation (bookkeeping of how the object was written, often larger than the object),
@@ -29,25 +31,17 @@ func ruleView(object map[string]any) map[string]any {
 	if !hasMF && !hasLA {
 		return object
 	}
-	view := make(map[string]any, len(object))
-	for k, v := range object {
-		view[k] = v
-	}
-	mdView := make(map[string]any, len(md))
-	for k, v := range md {
-		mdView[k] = v
-	}
+	// maps.Clone copies a map's table as it is, much faster than inserting its entries
+	// one by one.
+	view := maps.Clone(object)
+	mdView := maps.Clone(md)
 	delete(mdView, "managedFields")
 	if hasLA {
 		if len(ann) == 1 {
 			delete(mdView, "annotations")
 		} else {
-			annView := make(map[string]any, len(ann)-1)
-			for k, v := range ann {
-				if k != LastAppliedAnnotation {
-					annView[k] = v
-				}
-			}
+			annView := maps.Clone(ann)
+			delete(annView, LastAppliedAnnotation)
 			mdView["annotations"] = annView
 		}
 	}
