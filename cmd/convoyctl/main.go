@@ -13,6 +13,14 @@
 // compiles rule sets and type-checks each rule against its resources' schema (exit 0
 // clean, 1 on an error finding, 2 on bad input).
 //
+//	convoyctl health coverage --rules FILE|DIR… (--object FILE|DIR… | --kind APIVERSION/KIND…)
+//	convoyctl health coverage --kubeconfig F [-n NS] [--served] [--rules FILE|DIR…]
+//
+// lists the kinds that no selected rule judges (their objects pass unjudged), from files
+// or from a cluster's Releases and served resources: exit 0 when every kind is judged,
+// 3 when some kind is not, 1 when rules do not compile or the cluster cannot be read, 2
+// on bad input.
+//
 //	convoyctl release status NAME [-n NS] [--watch]
 //	convoyctl release wait NAME [-n NS] [--for healthy|degraded|condition=REASON] [--timeout D]
 //

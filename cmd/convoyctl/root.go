@@ -8,7 +8,7 @@ import (
 	"github.com/kumodo/convoy-observer/internal/version"
 )
 
-// newRootCommand builds the command tree: convoyctl → health (eval, lint) and release
+// newRootCommand builds the command tree: convoyctl → health (eval, lint, coverage) and release
 // (status, wait).
 func newRootCommand(env *cliEnv) *cobra.Command {
 	root := &cobra.Command{
@@ -38,6 +38,7 @@ func newHealthCommand(env *cliEnv) *cobra.Command {
 	}
 	cmd.AddCommand(newHealthEvalCommand(env))
 	cmd.AddCommand(newHealthLintCommand(env))
+	cmd.AddCommand(newHealthCoverageCommand(env))
 	return cmd
 }
 
