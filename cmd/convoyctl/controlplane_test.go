@@ -9,9 +9,10 @@ import (
 	"testing"
 	"time"
 
+	acv1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1/applyconfiguration/api/v1alpha1"
+
 	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
@@ -95,10 +96,9 @@ func newTestRelease(t *testing.T, env *testenv.Env, name, render string, deploym
 		t.Fatalf("set lastAttempted of %s: %v", name, err)
 	}
 	r := &testRelease{t: t, env: env, name: name}
-	var entries []any
+	var entries []*acv1alpha1.InventoryEntryApplyConfiguration
 	for _, d := range deployments {
-		entries = append(entries, map[string]any{"group": "apps", "kind": "Deployment", "namespace": "default", "name": d,
-			"version": "v1", "resource": "deployments", "wave": int64(0), "renderRef": render})
+		entries = append(entries, deployment(d).WithVersion("v1").WithResource("deployments").WithWave(0).WithRenderRef(render))
 	}
 	r.apply(cmManager, entries)
 	return r
@@ -108,28 +108,31 @@ func newTestRelease(t *testing.T, env *testenv.Env, name, render string, deploym
 // [state, message]) assessed at render.
 func (r *testRelease) assess(render string, states map[string][2]string) {
 	r.t.Helper()
-	var entries []any
+	var entries []*acv1alpha1.InventoryEntryApplyConfiguration
 	for name, sm := range states {
-		e := map[string]any{"group": "apps", "kind": "Deployment", "namespace": "default", "name": name,
-			"state": sm[0], "assessedRenderRef": render}
+		e := deployment(name).WithState(v1alpha1.HealthState(sm[0])).WithAssessedRenderRef(render)
 		if sm[1] != "" {
-			e["message"] = sm[1]
+			e.WithMessage(sm[1])
 		}
 		entries = append(entries, e)
 	}
 	r.apply(invManager, entries)
 }
 
-func (r *testRelease) apply(manager string, entries []any) {
+// deployment is the key of the inventory entry of the Deployment default/name.
+func deployment(name string) *acv1alpha1.InventoryEntryApplyConfiguration {
+	return acv1alpha1.InventoryEntry().WithGroup("apps").WithKind("Deployment").WithNamespace("default").WithName(name)
+}
+
+// entryKey is the key of the inventory entry of the core object kind default/name.
+func entryKey(kind, name string) *acv1alpha1.InventoryEntryApplyConfiguration {
+	return acv1alpha1.InventoryEntry().WithGroup("").WithKind(kind).WithNamespace("default").WithName(name)
+}
+
+func (r *testRelease) apply(manager string, entries []*acv1alpha1.InventoryEntryApplyConfiguration) {
 	r.t.Helper()
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "convoy.kumodo.io/v1alpha1",
-		"kind":       "ReleaseInventory",
-		"metadata":   map[string]any{"name": r.name, "namespace": "default"},
-		"entries":    entries,
-	}}
-	if err := r.env.Client.Apply(context.Background(), client.ApplyConfigurationFromUnstructured(u),
-		client.FieldOwner(manager), client.ForceOwnership); err != nil {
+	ac := acv1alpha1.ReleaseInventory(r.name, "default").WithEntries(entries...)
+	if err := r.env.Client.Apply(context.Background(), ac, client.FieldOwner(manager), client.ForceOwnership); err != nil {
 		r.t.Fatalf("apply inventory %s as %s: %v", r.name, manager, err)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	acv1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1/applyconfiguration/api/v1alpha1"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -55,16 +57,14 @@ func TestReleaseStatusExplain(t *testing.T) {
 	rel.Status.LastAttempted = &v1alpha1.AttemptStatus{RenderRef: "r1"}
 	must(env.Client.Status().Update(ctx, rel))
 	r := &testRelease{t: t, env: env, name: "explained"}
-	var recorded, assessed []any
+	var recorded, assessed []*acv1alpha1.InventoryEntryApplyConfiguration
 	// cm-degraded failed an hour ago, past the 5m deadline; cm-progressing a moment ago.
 	since := map[string]time.Time{"cm-degraded": time.Now().Add(-time.Hour), "cm-progressing": time.Now()}
 	for name, state := range map[string]string{"cm-degraded": "Degraded", "cm-progressing": "Progressing", "cm-ok": "Healthy", "cm-broken": "Unknown"} {
-		recorded = append(recorded, map[string]any{"group": "", "kind": "ConfigMap", "namespace": "default", "name": name,
-			"version": "v1", "resource": "configmaps", "wave": int64(0), "renderRef": "r1"})
-		a := map[string]any{"group": "", "kind": "ConfigMap", "namespace": "default", "name": name,
-			"state": state, "assessedRenderRef": "r1"}
+		recorded = append(recorded, entryKey("ConfigMap", name).WithVersion("v1").WithResource("configmaps").WithWave(0).WithRenderRef("r1"))
+		a := entryKey("ConfigMap", name).WithState(v1alpha1.HealthState(state)).WithAssessedRenderRef("r1")
 		if t, ok := since[name]; ok {
-			a["firstUnhealthy"] = t.UTC().Format(time.RFC3339)
+			a.WithFirstUnhealthy(metav1.NewTime(t))
 		}
 		assessed = append(assessed, a)
 	}
@@ -150,12 +150,10 @@ func TestReleaseStatusUnjudged(t *testing.T) {
 	rel.Status.LastAttempted = &v1alpha1.AttemptStatus{RenderRef: "r1"}
 	must(env.Client.Status().Update(ctx, rel))
 	r := &testRelease{t: t, env: env, name: "unjudged"}
-	var recorded, assessed []any
+	var recorded, assessed []*acv1alpha1.InventoryEntryApplyConfiguration
 	for kind, resource := range map[string]string{"ConfigMap": "configmaps", "Secret": "secrets"} {
-		recorded = append(recorded, map[string]any{"group": "", "kind": kind, "namespace": "default", "name": "app",
-			"version": "v1", "resource": resource, "wave": int64(0), "renderRef": "r1"})
-		assessed = append(assessed, map[string]any{"group": "", "kind": kind, "namespace": "default", "name": "app",
-			"state": "Healthy", "assessedRenderRef": "r1"})
+		recorded = append(recorded, entryKey(kind, "app").WithVersion("v1").WithResource(resource).WithWave(0).WithRenderRef("r1"))
+		assessed = append(assessed, entryKey(kind, "app").WithState(v1alpha1.StateHealthy).WithAssessedRenderRef("r1"))
 	}
 	r.apply(cmManager, recorded)
 	r.apply(invManager, assessed)

@@ -7,10 +7,14 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+
+	acv1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1/applyconfiguration/api/v1alpha1"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
@@ -98,39 +102,41 @@ func retry(ctx context.Context, f func() error) error {
 	}
 }
 
-func apply(ctx context.Context, u map[string]any, status bool) error {
-	return applyIn(ctx, kube, u, status)
+func apply(ctx context.Context, ac runtime.ApplyConfiguration, status bool) error {
+	return applyIn(ctx, kube, ac, status)
 }
 
-// applyIn applies u as the controller-manager with the client c returns.
-func applyIn(ctx context.Context, c func() client.Client, u map[string]any, status bool) error {
-	obj := &unstructured.Unstructured{Object: u}
+// applyIn applies ac as the controller-manager with the client c returns.
+func applyIn(ctx context.Context, c func() client.Client, ac runtime.ApplyConfiguration, status bool) error {
 	return retry(ctx, func() error {
 		if status {
-			return c().Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(obj.DeepCopy()), client.FieldOwner(cmManager))
+			return c().Status().Apply(ctx, ac, client.FieldOwner(cmManager))
 		}
-		return c().Apply(ctx, client.ApplyConfigurationFromUnstructured(obj.DeepCopy()), client.FieldOwner(cmManager), client.ForceOwnership)
+		return c().Apply(ctx, ac, client.FieldOwner(cmManager), client.ForceOwnership)
 	})
 }
 
 func (r *release) configMap(ctx context.Context, name, ready string) error {
-	return applyIn(ctx, r.target, map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
-		"metadata": map[string]any{"name": r.name + "-" + name, "namespace": r.ns}, "data": map[string]any{"ready": ready}}, false)
+	return applyIn(ctx, r.target, corev1ac.ConfigMap(r.name+"-"+name, r.ns).WithData(map[string]string{"ready": ready}), false)
 }
 
 // inventory records entries (name → wave) and the hook (nil: none) as the controller-manager.
-func (r *release) inventory(ctx context.Context, entries map[string]int64, hook map[string]any) error {
-	list := []any{}
+func (r *release) inventory(ctx context.Context, entries map[string]int32, hook *acv1alpha1.HookEntryApplyConfiguration) error {
+	ac := acv1alpha1.ReleaseInventory(r.name, r.ns)
 	for name, wave := range entries {
-		list = append(list, map[string]any{"group": "", "kind": "ConfigMap", "namespace": r.ns, "name": r.name + "-" + name,
-			"version": "v1", "resource": "configmaps", "wave": wave, "renderRef": "r1"})
+		ac.WithEntries(acv1alpha1.InventoryEntry().WithGroup("").WithKind("ConfigMap").WithNamespace(r.ns).WithName(r.name + "-" + name).
+			WithVersion("v1").WithResource("configmaps").WithWave(wave).WithRenderRef("r1"))
 	}
-	hooks := []any{}
 	if hook != nil {
-		hooks = append(hooks, hook)
+		ac.WithHooks(hook)
 	}
-	return apply(ctx, map[string]any{"apiVersion": "convoy.kumodo.io/v1alpha1", "kind": "ReleaseInventory",
-		"metadata": map[string]any{"name": r.name, "namespace": r.ns}, "entries": list, "hooks": hooks}, false)
+	return apply(ctx, ac, false)
+}
+
+// migrateHook is the hook "migrate" of the Job name, armed at armed.
+func (r *release) migrateHook(name string, armed time.Time) *acv1alpha1.HookEntryApplyConfiguration {
+	return acv1alpha1.HookEntry().WithName("migrate").WithWorkloadKind("Job").WithNamespace(r.ns).WithWorkloadName(name).
+		WithCreatedAt(metav1.NewTime(armed))
 }
 
 // waitFor polls cond until it holds or the stage times out.
@@ -181,12 +187,11 @@ func (r *release) run(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := r.inventory(ctx, map[string]int64{"a": 0, "b": 0}, nil); err != nil {
+	if err := r.inventory(ctx, map[string]int32{"a": 0, "b": 0}, nil); err != nil {
 		return err
 	}
-	if err := apply(ctx, map[string]any{"apiVersion": "convoy.kumodo.io/v1alpha1", "kind": "Release",
-		"metadata": map[string]any{"name": r.name, "namespace": r.ns},
-		"status":   map[string]any{"lastAttempted": map[string]any{"renderRef": "r1"}}}, true); err != nil {
+	if err := apply(ctx, acv1alpha1.Release(r.name, r.ns).WithStatus(acv1alpha1.ReleaseStatus().
+		WithLastAttempted(acv1alpha1.AttemptStatus().WithRenderRef("r1"))), true); err != nil {
 		return err
 	}
 	if err := r.waitFor(ctx, "wave 0 Progressing", func(_ *v1alpha1.Release, inv *v1alpha1.ReleaseInventory) bool {
@@ -214,8 +219,8 @@ func (r *release) run(ctx context.Context) error {
 		return err
 	}
 	armed := time.Now().UTC().Truncate(time.Second)
-	hook := map[string]any{"name": "migrate", "workloadKind": "Job", "namespace": r.ns, "workloadName": job.Name, "createdAt": armed.Format(time.RFC3339)}
-	if err := r.inventory(ctx, map[string]int64{"a": 0, "b": 0}, hook); err != nil {
+	hook := r.migrateHook(job.Name, armed)
+	if err := r.inventory(ctx, map[string]int32{"a": 0, "b": 0}, hook); err != nil {
 		return err
 	}
 	time.Sleep(1100 * time.Millisecond) // finish in a later second than the arming
@@ -238,7 +243,7 @@ func (r *release) run(ctx context.Context) error {
 		return err
 	}
 	t3 := time.Now()
-	if err := r.inventory(ctx, map[string]int64{"a": 0, "b": 0, "c": 1}, hook); err != nil {
+	if err := r.inventory(ctx, map[string]int32{"a": 0, "b": 0, "c": 1}, hook); err != nil {
 		return err
 	}
 	if err := r.waitFor(ctx, "wave 1 complete and synced", func(rel *v1alpha1.Release, inv *v1alpha1.ReleaseInventory) bool {
@@ -255,8 +260,8 @@ func (r *release) run(ctx context.Context) error {
 	}
 	time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(1100 * time.Millisecond))) // a later second than the first finishedAt
 	rearmed := metav1.NewTime(time.Now().UTC().Truncate(time.Second))
-	hook = map[string]any{"name": "migrate", "workloadKind": "Job", "namespace": r.ns, "workloadName": job.Name, "createdAt": rearmed.Format(time.RFC3339)}
-	if err := r.inventory(ctx, map[string]int64{"a": 0, "b": 0, "c": 1}, hook); err != nil {
+	hook = r.migrateHook(job.Name, rearmed.Time)
+	if err := r.inventory(ctx, map[string]int32{"a": 0, "b": 0, "c": 1}, hook); err != nil {
 		return err
 	}
 	if err := r.waitFor(ctx, "re-armed hook polled again (Running)", func(_ *v1alpha1.Release, inv *v1alpha1.ReleaseInventory) bool {
@@ -275,7 +280,7 @@ func (r *release) run(ctx context.Context) error {
 		return err
 	}
 	// Entry b is dropped: it vanishes for good, and the Release is Healthy with 2 entries.
-	if err := r.inventory(ctx, map[string]int64{"a": 0, "c": 1}, hook); err != nil {
+	if err := r.inventory(ctx, map[string]int32{"a": 0, "c": 1}, hook); err != nil {
 		return err
 	}
 	if err := r.waitFor(ctx, "b dropped, Healthy", func(rel *v1alpha1.Release, inv *v1alpha1.ReleaseInventory) bool {

@@ -11,6 +11,12 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+
+	acv1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1/applyconfiguration/api/v1alpha1"
+
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -234,14 +240,12 @@ func injectConflicts(t *testing.T, w *world, ns string) func() time.Time {
 			}
 			for _, inv := range list.Items {
 				stamp := fmt.Sprint(tick)
-				u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "convoy.kumodo.io/v1alpha1", "kind": "ReleaseInventory",
-					"metadata": map[string]any{"name": inv.GetName(), "namespace": ns, "annotations": map[string]any{"faults/tick": stamp}}}}
-				_ = kube().Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("fault-writer"), client.ForceOwnership)
-				s := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "convoy.kumodo.io/v1alpha1", "kind": "Release",
-					"metadata": map[string]any{"name": inv.GetName(), "namespace": ns},
-					"status": map[string]any{"conditions": []any{map[string]any{"type": "FaultTick", "status": "True", "reason": "Tick",
-						"message": stamp, "lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}}}}}
-				_ = kube().Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(s), client.FieldOwner("fault-writer"), client.ForceOwnership)
+				u := acv1alpha1.ReleaseInventory(inv.GetName(), ns).WithAnnotations(map[string]string{"faults/tick": stamp})
+				_ = kube().Apply(ctx, u, client.FieldOwner("fault-writer"), client.ForceOwnership)
+				s := acv1alpha1.Release(inv.GetName(), ns).WithStatus(acv1alpha1.ReleaseStatus().WithConditions(metav1ac.Condition().
+					WithType("FaultTick").WithStatus(metav1.ConditionTrue).WithReason("Tick").WithMessage(stamp).
+					WithLastTransitionTime(metav1.NewTime(time.Now()))))
+				_ = kube().Status().Apply(ctx, s, client.FieldOwner("fault-writer"), client.ForceOwnership)
 			}
 		}
 	}()
@@ -281,9 +285,8 @@ func injectCompact(t *testing.T, w *world, _ string) func() time.Time {
 	var revs []int64
 	for attempt := 0; attempt < 3 && w.proxy.gone.Load() == before; attempt++ {
 		for i := range 3 {
-			cm := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
-				"metadata": map[string]any{"name": "faults-churn", "namespace": "default"}, "data": map[string]any{"n": fmt.Sprint(i)}}}
-			must(t, kube().Apply(ctx, client.ApplyConfigurationFromUnstructured(cm), client.FieldOwner("fault-churn"), client.ForceOwnership))
+			cm := corev1ac.ConfigMap("faults-churn", "default").WithData(map[string]string{"n": fmt.Sprint(i)})
+			must(t, kube().Apply(ctx, cm, client.FieldOwner("fault-churn"), client.ForceOwnership))
 		}
 		rev, err := compactEtcd(ctx)
 		must(t, err)

@@ -9,11 +9,14 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime"
+
+	acv1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1/applyconfiguration/api/v1alpha1"
+
 	"github.com/go-logr/logr"
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -52,24 +55,17 @@ func fleet(b *testing.B) {
 }
 
 func benchRelease(ctx context.Context, name string) error {
-	err := applyMap(ctx, map[string]any{
-		"apiVersion": "convoy.kumodo.io/v1alpha1", "kind": "Release",
-		"metadata": map[string]any{"name": name, "namespace": benchNS},
-		"spec":     map[string]any{"clusterRef": map[string]any{"name": "target"}},
-	}, "convoy-controller-manager")
-	if err != nil {
+	rel := acv1alpha1.Release(name, benchNS).WithSpec(acv1alpha1.ReleaseSpec().
+		WithClusterRef(acv1alpha1.ClusterReference().WithName("target")))
+	if err := applyAs(ctx, rel, "convoy-controller-manager"); err != nil {
 		return err
 	}
-	entries := []any{}
+	inv := acv1alpha1.ReleaseInventory(name, benchNS)
 	for j := range benchEntries {
-		entries = append(entries, map[string]any{"group": "apps", "kind": "Deployment", "namespace": "demo", "name": fmt.Sprintf("web-%d", j),
-			"version": "v1", "resource": "deployments", "wave": int64(j % 2), "renderRef": "r1"})
+		inv.WithEntries(acv1alpha1.InventoryEntry().WithGroup("apps").WithKind("Deployment").WithNamespace("demo").
+			WithName(fmt.Sprintf("web-%d", j)).WithVersion("v1").WithResource("deployments").WithWave(int32(j % 2)).WithRenderRef("r1"))
 	}
-	return applyMap(ctx, map[string]any{
-		"apiVersion": "convoy.kumodo.io/v1alpha1", "kind": "ReleaseInventory",
-		"metadata": map[string]any{"name": name, "namespace": benchNS},
-		"entries":  entries, "hooks": []any{},
-	}, "convoy-controller-manager")
+	return applyAs(ctx, inv, "convoy-controller-manager")
 }
 
 // benchThroughAggregator sends b.N requests through the kube-apiserver (as an admin,
@@ -144,8 +140,7 @@ func BenchmarkSyncThroughAggregator(b *testing.B) {
 	})
 }
 
-// applyMap server-side applies the object obj as manager.
-func applyMap(ctx context.Context, obj map[string]any, manager string) error {
-	u := &unstructured.Unstructured{Object: obj}
-	return env.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(manager), client.ForceOwnership)
+// applyAs server-side applies ac as manager.
+func applyAs(ctx context.Context, ac runtime.ApplyConfiguration, manager string) error {
+	return env.Client.Apply(ctx, ac, client.FieldOwner(manager), client.ForceOwnership)
 }

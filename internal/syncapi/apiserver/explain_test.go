@@ -7,10 +7,11 @@ import (
 	"testing"
 	"time"
 
+	acv1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1/applyconfiguration/api/v1alpha1"
+
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
@@ -36,23 +37,15 @@ func explainedRelease(t *testing.T, ns, name, cluster string) {
 		Spec: v1alpha1.ReleaseSpec{ClusterRef: v1alpha1.ClusterReference{Name: cluster},
 			HealthAssessment: &v1alpha1.HealthAssessment{LocalRuleSetSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"rules": name}}}},
 	}))
-	key := map[string]any{"group": "", "kind": "ConfigMap", "namespace": ns, "name": name}
-	for manager, fields := range map[string]map[string]any{
-		"convoy-controller-manager": {"version": "v1", "resource": "configmaps", "wave": int64(0), "renderRef": "r1"},
-		"convoy-health-inventory":   {"state": "Progressing", "assessedRenderRef": "r1", "message": "not ready"},
+	key := func() *acv1alpha1.InventoryEntryApplyConfiguration {
+		return acv1alpha1.InventoryEntry().WithGroup("").WithKind("ConfigMap").WithNamespace(ns).WithName(name)
+	}
+	for manager, e := range map[string]*acv1alpha1.InventoryEntryApplyConfiguration{
+		"convoy-controller-manager": key().WithVersion("v1").WithResource("configmaps").WithWave(0).WithRenderRef("r1"),
+		"convoy-health-inventory":   key().WithState(v1alpha1.StateProgressing).WithAssessedRenderRef("r1").WithMessage("not ready"),
 	} {
-		e := map[string]any{}
-		for k, v := range key {
-			e[k] = v
-		}
-		for k, v := range fields {
-			e[k] = v
-		}
-		u := &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "convoy.kumodo.io/v1alpha1", "kind": "ReleaseInventory",
-			"metadata": map[string]any{"name": name, "namespace": ns}, "entries": []any{e},
-		}}
-		must(t, env.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(manager), client.ForceOwnership))
+		ac := acv1alpha1.ReleaseInventory(name, ns).WithEntries(e)
+		must(t, env.Client.Apply(ctx, ac, client.FieldOwner(manager), client.ForceOwnership))
 	}
 }
 
