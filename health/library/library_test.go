@@ -84,6 +84,7 @@ var resources = map[string]string{
 	"APIService": "apiservices", "ClusterIssuer": "clusterissuers", "Certificate": "certificates",
 	"CronJob": "cronjobs", "CustomResourceDefinition": "customresourcedefinitions", "Gateway": "gateways",
 	"GatewayClass": "gatewayclasses", "ListenerSet": "listenersets", "XListenerSet": "xlistenersets", "GRPCRoute": "grpcroutes",
+	"Keycloak": "keycloaks", "IstioOperator": "istiooperators", "Kiali": "kialis", "OnePasswordItem": "onepassworditems", "SealedSecret": "sealedsecrets",
 	"DeploymentConfig": "deploymentconfigs", "Route": "routes", "IngressController": "ingresscontrollers",
 	"TLSRoute": "tlsroutes", "TCPRoute": "tcproutes", "UDPRoute": "udproutes", "BackendTLSPolicy": "backendtlspolicies",
 	"GitRepository": "gitrepositories", "HelmRelease": "helmreleases", "HorizontalPodAutoscaler": "horizontalpodautoscalers",
