@@ -120,7 +120,7 @@ var resources = map[string]string{
 	"Elasticsearch": "elasticsearches", "Kibana": "kibanas", "Beat": "beats",
 	"CephCluster": "cephclusters", "CephBlockPool": "cephblockpools", "CephObjectStore": "cephobjectstores",
 	"SparkApplication":     "sparkapplications",
-	"DNSSDServiceInstance": "dnssdserviceinstances",
+	"DNSSDServiceInstance": "dnssd-service-instances",
 	"FlinkDeployment":      "flinkdeployments",
 	"TridentBackendConfig": "tridentbackendconfigs", "TridentOrchestrator": "tridentorchestrators",
 	"VolumeSnapshot": "volumesnapshots", "VolumeSnapshotContent": "volumesnapshotcontents",
