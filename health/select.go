@@ -32,24 +32,36 @@ func SelectRuleSets(global []extv1alpha1.GlobalHealthRuleSet, local []extv1alpha
 		return nil, nil, fmt.Errorf("localRuleSetSelector: %w", err)
 	}
 
-	var selGlobal []extv1alpha1.GlobalHealthRuleSet
+	// The indexes of the selected sets are sorted, and each set is copied once: a set
+	// is a large struct, and with the rule library selected a pass selects about 70.
+	gi := make([]int, 0, len(global))
 	for i := range global {
 		if gs.Matches(labels.Set(global[i].Labels)) {
-			selGlobal = append(selGlobal, global[i])
+			gi = append(gi, i)
+		}
+	}
+	slices.SortStableFunc(gi, func(a, b int) int { return cmp.Compare(global[a].Name, global[b].Name) })
+	li := make([]int, 0, len(local))
+	for i := range local {
+		if local[i].Namespace == ns && ls.Matches(labels.Set(local[i].Labels)) {
+			li = append(li, i)
+		}
+	}
+	slices.SortStableFunc(li, func(a, b int) int { return cmp.Compare(local[a].Name, local[b].Name) })
+	var selGlobal []extv1alpha1.GlobalHealthRuleSet
+	if len(gi) > 0 {
+		selGlobal = make([]extv1alpha1.GlobalHealthRuleSet, len(gi))
+		for j, i := range gi {
+			selGlobal[j] = global[i]
 		}
 	}
 	var selLocal []extv1alpha1.HealthRuleSet
-	for i := range local {
-		if local[i].Namespace == ns && ls.Matches(labels.Set(local[i].Labels)) {
-			selLocal = append(selLocal, local[i])
+	if len(li) > 0 {
+		selLocal = make([]extv1alpha1.HealthRuleSet, len(li))
+		for j, i := range li {
+			selLocal[j] = local[i]
 		}
 	}
-	slices.SortStableFunc(selGlobal, func(a, b extv1alpha1.GlobalHealthRuleSet) int {
-		return cmp.Compare(a.Name, b.Name)
-	})
-	slices.SortStableFunc(selLocal, func(a, b extv1alpha1.HealthRuleSet) int {
-		return cmp.Compare(a.Name, b.Name)
-	})
 	return selGlobal, selLocal, nil
 }
 
