@@ -64,14 +64,18 @@ func NewEvaluatorCache(size int) *EvaluatorCache {
 // compiling it on the first call, exactly as NewEvaluator would: the same order, and
 // the same *CompileError when a rule does not compile.
 func (c *EvaluatorCache) Get(global []extv1alpha1.GlobalHealthRuleSet, local []extv1alpha1.HealthRuleSet) (*Evaluator, error) {
-	key, ids, gens := selectionKey(global, local)
+	// A hit needs no bookkeeping: an entry is removed as soon as another generation of
+	// one of its sets is seen, so the sets of a cached selection are at the newest
+	// generations seen.
+	key, _, _ := selectionKey(global, local, false)
 	c.mu.Lock()
-	c.dropStale(ids, gens)
 	if v, ok := c.entries.Get(key); ok {
 		c.mu.Unlock()
 		e := v.(*cacheEntry)
 		return e.ev, e.err
 	}
+	_, ids, gens := selectionKey(global, local, true)
+	c.dropStale(ids, gens)
 	c.mu.Unlock()
 
 	v, _, _ := c.flight.Do(key, func() (any, error) {
@@ -166,11 +170,14 @@ type setGen struct {
 // never missed. The key is built without quoting: every string in it is preceded by its
 // length, so two different selections never share a key. It runs on every Get (every
 // pass of every Release), so it costs one allocation for the key whatever the number of
-// sets, besides the two slices.
-func selectionKey(global []extv1alpha1.GlobalHealthRuleSet, local []extv1alpha1.HealthRuleSet) (string, []setID, []setGen) {
-	n := len(global) + len(local)
-	ids := make([]setID, 0, n)
-	gens := make([]setGen, 0, n)
+// sets. With withIDs it also returns the identities and versions of the sets, in order.
+func selectionKey(global []extv1alpha1.GlobalHealthRuleSet, local []extv1alpha1.HealthRuleSet, withIDs bool) (string, []setID, []setGen) {
+	var ids []setID
+	var gens []setGen
+	if withIDs {
+		n := len(global) + len(local)
+		ids, gens = make([]setID, 0, n), make([]setGen, 0, n)
+	}
 	size := 0
 	for i := range global {
 		size += 48 + len(global[i].Name) + len(global[i].UID)
@@ -192,7 +199,9 @@ func selectionKey(global []extv1alpha1.GlobalHealthRuleSet, local []extv1alpha1.
 				gen.text = "rules" + rulesText(rules)
 			}
 		}
-		ids, gens = append(ids, id), append(gens, gen)
+		if withIDs {
+			ids, gens = append(ids, id), append(gens, gen)
+		}
 		b = append(b, kind)
 		str(id.namespace)
 		str(id.name)
