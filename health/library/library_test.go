@@ -169,6 +169,10 @@ var resources = map[string]string{
 	"SchemaRegistry": "schemaregistries", "Connector": "connectors",
 	// Contour
 	"HTTPProxy": "httpproxies", "ExtensionService": "extensionservices",
+	// Airlock Microgateway, GKE managed certificates, Koperator
+	"AccessControlPolicy": "accesscontrolpolicies", "ContentSecurityPolicy": "contentsecuritypolicies", "CustomResponsePolicy": "customresponsepolicies",
+	"RateLimitPolicy": "ratelimitpolicies", "ICAPPolicy": "icappolicies", "EnvoyExtensionPolicy": "envoyextensionpolicies", "DenyRules": "denyrules",
+	"ManagedCertificate": "managedcertificates", "KafkaCluster": "kafkaclusters",
 	// rabbitmq
 	"RabbitmqCluster": "rabbitmqclusters", "Queue": "queues", "Exchange": "exchanges", "Vhost": "vhosts",
 	// OpenKruise
