@@ -24,7 +24,6 @@ import (
 	"github.com/kumodo/convoy-observer/health"
 	"github.com/kumodo/convoy-observer/health/manifest"
 	"github.com/kumodo/convoy-observer/internal/inventory"
-	"github.com/kumodo/convoy-observer/internal/rulesets"
 	"github.com/kumodo/convoy-observer/internal/scheme"
 )
 
@@ -244,7 +243,9 @@ func (o *coverageOptions) runFiles(env *cliEnv, global []extv1alpha1.GlobalHealt
 		if resource == "" {
 			m, err := mapper.resourceFor(apiVersion, kind)
 			if err != nil {
-				return kindKey{}, inputError(fmt.Errorf("%s: %w", what, err))
+				// Not the mapper's own hint: --kubeconfig here reads a cluster's Releases.
+				return kindKey{}, inputError(fmt.Errorf("%s: no resource known for kind %s of %s: name it with --resource %s=PLURAL, "+
+					"or --guess-resources to guess it", what, kind, apiVersion, kind))
 			}
 			if m.guessed && !guessed[kind+" "+apiVersion] {
 				guessed[kind+" "+apiVersion] = true
@@ -356,6 +357,7 @@ func (o *coverageOptions) runCluster(ctx context.Context, env *cliEnv, extraGlob
 		return &exitError{code: exitClusterError, err: fmt.Errorf("listing Releases: %w", err)}
 	}
 	c := newCoverage()
+	sets := &ruleSetLists{reader: cl, local: map[string][]extv1alpha1.HealthRuleSet{}}
 	cache := health.NewEvaluatorCache(0)
 	var selections []*health.Evaluator
 	var errs []error
@@ -367,7 +369,7 @@ func (o *coverageOptions) runCluster(ctx context.Context, env *cliEnv, extraGlob
 			unassessed++
 			continue
 		}
-		global, local, err := rulesets.Collect(ctx, cl, rel)
+		global, local, err := sets.selectFor(ctx, rel)
 		if err != nil {
 			return &exitError{code: exitClusterError, err: fmt.Errorf("Release %s: %w", name, err)}
 		}
@@ -421,6 +423,42 @@ func (o *coverageOptions) runCluster(ctx context.Context, env *cliEnv, extraGlob
 		}
 	}
 	return finishCoverage(env, c, "Releases", note, errs)
+}
+
+// ruleSetLists selects the rule sets of each Release as the health loop does
+// (health.SelectRuleSets), listing the GlobalHealthRuleSets once and the HealthRuleSets
+// once per namespace, however many Releases there are.
+type ruleSetLists struct {
+	reader       client.Reader
+	global       []extv1alpha1.GlobalHealthRuleSet
+	globalListed bool
+	local        map[string][]extv1alpha1.HealthRuleSet
+}
+
+// selectFor returns the sets that rel selects; rel has a spec.healthAssessment.
+func (l *ruleSetLists) selectFor(ctx context.Context, rel *v1alpha1.Release) ([]extv1alpha1.GlobalHealthRuleSet, []extv1alpha1.HealthRuleSet, error) {
+	ha := rel.Spec.HealthAssessment
+	if ha.GlobalRuleSetSelector != nil && !l.globalListed {
+		var list extv1alpha1.GlobalHealthRuleSetList
+		if err := l.reader.List(ctx, &list); err != nil {
+			return nil, nil, fmt.Errorf("listing GlobalHealthRuleSets: %w", err)
+		}
+		l.global, l.globalListed = list.Items, true
+	}
+	locals, listed := l.local[rel.Namespace]
+	if ha.LocalRuleSetSelector != nil && !listed {
+		var list extv1alpha1.HealthRuleSetList
+		if err := l.reader.List(ctx, &list, client.InNamespace(rel.Namespace)); err != nil {
+			return nil, nil, fmt.Errorf("listing HealthRuleSets of namespace %s: %w", rel.Namespace, err)
+		}
+		locals = list.Items
+		l.local[rel.Namespace] = locals
+	}
+	g, lo, err := health.SelectRuleSets(l.global, locals, ha.GlobalRuleSetSelector, ha.LocalRuleSetSelector, rel.Namespace)
+	if err != nil {
+		return nil, nil, fmt.Errorf("selecting health rule sets: %w", err)
+	}
+	return g, lo, nil
 }
 
 // servedResources lists the resources the cluster serves that can be read (verb get),

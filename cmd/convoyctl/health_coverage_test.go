@@ -95,7 +95,7 @@ spec:
 		{"no rules", []string{"--object", objects}, exitUsage, "give --rules"},
 		{"no objects", []string{"--rules", rules}, exitUsage, "give --object or --kind"},
 		{"bad kind", []string{"--rules", rules, "--kind", "Deployment"}, exitUsage, `invalid --kind "Deployment"`},
-		{"unknown resource", []string{"--rules", rules, "--kind", "example.com/v1/Gadget"}, exitUsage, "no resource known for kind Gadget"},
+		{"unknown resource", []string{"--rules", rules, "--kind", "example.com/v1/Gadget"}, exitUsage, "no resource known for kind Gadget of example.com/v1: name it with --resource Gadget=PLURAL, or --guess-resources"},
 		{"missing file", []string{"--rules", rules, "--object", objects + ".missing"}, exitUsage, "reading objects"},
 		{"files and cluster", []string{"--rules", rules, "--object", objects, "--kubeconfig", objects}, exitUsage, "use one or the other"},
 		{"served without cluster", []string{"--rules", rules, "--object", objects, "--served"}, exitUsage, "need --kubeconfig"},
