@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kumodo/convoy-observer/internal/clustercache"
+
 	"go.uber.org/zap/zapcore"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -48,7 +50,7 @@ func main() {
 	fs.Float64Var(&targetQPS, "target-api-qps", 50, "QPS of each target cluster's client: the lists and watches of its informers, GETs of types it cannot watch")
 	fs.IntVar(&o.TargetBurst, "target-api-burst", 200, "burst of each target cluster's client")
 	fs.BoolVar(&o.DirectReads, "target-direct-reads", false, "read every target object with a GET on every pass instead of from watches")
-	fs.IntVar(&o.TargetNamespaceThreshold, "target-watch-namespace-threshold", 16, "a resource type recorded in more namespaces of one target is watched with one informer for all namespaces instead of one per namespace")
+	fs.IntVar(&o.TargetNamespaceThreshold, "target-watch-namespace-threshold", clustercache.DefaultNamespaceThreshold, "a resource type recorded in more namespaces of one target is watched with one informer for all namespaces instead of one per namespace")
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", "0", "address of the metrics endpoint (\"0\" disables it)")
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz (\"0\" disables it)")
 	fs.StringVar(&o.PprofAddr, "pprof-bind-address", "0", "address of net/http/pprof, for profiling (\"0\" disables it)")
@@ -57,7 +59,7 @@ func main() {
 	fs.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long a standby waits after the leader's last renewal before it takes over")
 	fs.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader retries renewing before it gives up leading (less than the lease duration)")
 	fs.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", 2*time.Second, "the interval of the replicas' attempts to acquire or renew the Lease")
-	fs.DurationVar(&o.TargetTimeout, "target-timeout", 10*time.Second, "timeout of each request to a target cluster")
+	fs.DurationVar(&o.TargetTimeout, "target-timeout", clustercache.DefaultTimeout, "timeout of each request to a target cluster")
 	fs.BoolVar(&o.Kubeconfig.AllowExec, "insecure-kubeconfig-exec", false, "let the kubeconfig Secret of a Cluster run a command in this pod for credentials (exec, auth-provider)")
 	fs.BoolVar(&o.Kubeconfig.AllowFiles, "insecure-kubeconfig-files", false, "let the kubeconfig Secret of a Cluster read credentials from this pod's files (tokenFile, client-certificate, client-key), such as its service-account token")
 	fs.DurationVar(&o.RequestTimeout, "request-timeout", 30*time.Second, "timeout of each write and live read of the health loop on the management cluster (watches are not bounded)")

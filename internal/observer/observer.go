@@ -63,7 +63,8 @@ type Options struct {
 	// watches (the behaviour before the target cache; for comparison and debugging).
 	DirectReads bool
 	// TargetNamespaceThreshold: a type recorded in more namespaces of one target is
-	// watched in all its namespaces with one informer (default 16).
+	// watched in all its namespaces with one informer (default
+	// clustercache.DefaultNamespaceThreshold).
 	TargetNamespaceThreshold int
 	// MetricsAddr and ProbeAddr are the listen addresses; "0" disables them.
 	MetricsAddr, ProbeAddr string
@@ -76,7 +77,8 @@ type Options struct {
 	// LeaseDuration, RenewDeadline and RetryPeriod tune leader election (defaults
 	// 15s, 10s, 2s).
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
-	// TargetTimeout bounds each request to a target cluster (default 10s).
+	// TargetTimeout bounds each request to a target cluster (default
+	// clustercache.DefaultTimeout).
 	TargetTimeout time.Duration
 	// RequestTimeout bounds each write and live read of the loop on the management
 	// cluster (default 30s), so a hung connection fails the pass (a retry) instead of
