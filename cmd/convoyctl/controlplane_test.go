@@ -17,6 +17,7 @@ import (
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
 	"github.com/kumodo/convoy-observer/internal/syncapi"
+	"github.com/kumodo/convoy-observer/internal/syncapi/apiserver"
 	"github.com/kumodo/convoy-observer/internal/testenv"
 )
 
@@ -49,13 +50,18 @@ func controlPlane(t *testing.T) *testenv.Env {
 	return cpEnv
 }
 
-// apiServer serves convoy-api's handler over the control plane, explaining entries as
+// apiServer serves convoy-api's routes (the generic server in-process, without
+// authentication) over the control plane, explaining entries as
 // convoy-api does (the control plane is the local target), and returns its URL.
 func apiServer(t *testing.T, env *testenv.Env) string {
 	t.Helper()
-	h := syncapi.NewHandler(env.Client)
-	h.Log = logr.Discard()
-	h.Explainer = &syncapi.Explainer{Reader: env.Client, LocalConfig: env.Config}
+	e := syncapi.NewEndpoints(env.Client)
+	e.Log = logr.Discard()
+	e.Explainer = &syncapi.Explainer{Reader: env.Client, LocalConfig: env.Config}
+	h, err := apiserver.NewUnauthenticatedHandler(e)
+	if err != nil {
+		t.Fatal(err)
+	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return srv.URL

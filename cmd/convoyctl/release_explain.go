@@ -11,7 +11,7 @@ import (
 
 // printJSON prints h, the HealthResult with its decidedBy explanations, as one indented
 // JSON document.
-func printJSON(out io.Writer, h *syncapi.HealthResponse) error {
+func printJSON(out io.Writer, h *syncapi.HealthResult) error {
 	if h.Entries == nil {
 		h.Entries = []syncapi.HealthEntry{}
 	}
@@ -33,7 +33,7 @@ func decider(d *health.Decider) string {
 // printExplanations prints, after the table of release status --explain, which rule
 // decided each entry that is not Healthy (the decidedBy of /health), and why some
 // could not be explained (its decidedByError).
-func printExplanations(out io.Writer, h *syncapi.HealthResponse) {
+func printExplanations(out io.Writer, h *syncapi.HealthResult) {
 	fmt.Fprintln(out)
 	fmt.Fprintln(out, "DECIDED BY")
 	if printDecidedBy(out, h.Entries) == 0 {

@@ -86,7 +86,7 @@ func (f *releaseAPIFlags) connect() (*syncapi.Client, string, error) {
 // fetchReleaseHealth returns the HealthResult of the Release namespace/name; an error
 // (the Release is missing, access is denied, nothing answers) exits with
 // exitEndpointError and names the Release.
-func fetchReleaseHealth(ctx context.Context, c *syncapi.Client, namespace, name string) (*syncapi.HealthResponse, error) {
+func fetchReleaseHealth(ctx context.Context, c *syncapi.Client, namespace, name string) (*syncapi.HealthResult, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -197,7 +197,7 @@ is denied, nothing answers, the kubeconfig is unusable), 2 on a usage error.`,
 
 // printReleaseStatus prints h as a header line, the table of entries and, when there are
 // hooks, the table of hooks.
-func printReleaseStatus(out io.Writer, h *syncapi.HealthResponse) error {
+func printReleaseStatus(out io.Writer, h *syncapi.HealthResult) error {
 	s := h.Summary
 	fmt.Fprintf(out, "Release %s  renderCurrent=%t  total=%d healthy=%d progressing=%d degraded=%d unknown=%d",
 		h.Release, h.RenderCurrent, s.Total, s.Healthy, s.Progressing, s.Degraded, s.Unknown)

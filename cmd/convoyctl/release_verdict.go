@@ -40,7 +40,7 @@ type verdict struct {
 // renderRef). Until then, like an entry whose renderRef is not status.lastAttempted
 // (renderCurrent false), it is Pending: its state may belong to the previous render, so a
 // Healthy or Degraded of the old render never ends a wait for the new one.
-func judge(h *syncapi.HealthResponse) verdict {
+func judge(h *syncapi.HealthResult) verdict {
 	var degraded, unknown, progressing, pending []syncapi.HealthEntry
 	healthy := 0
 	for _, e := range h.Entries {

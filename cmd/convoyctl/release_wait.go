@@ -30,7 +30,7 @@ const (
 
 // healthFetch reads the HealthResult of one Release, through the same path as release
 // status; its error is already an *exitError.
-type healthFetch func(ctx context.Context) (*syncapi.HealthResponse, error)
+type healthFetch func(ctx context.Context) (*syncapi.HealthResult, error)
 
 // waitTarget is what --for asks for.
 type waitTarget struct {
@@ -209,7 +209,7 @@ func (f *releaseAPIFlags) fetcher(name string) (healthFetch, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	return func(ctx context.Context) (*syncapi.HealthResponse, error) {
+	return func(ctx context.Context) (*syncapi.HealthResult, error) {
 		return fetchReleaseHealth(ctx, c, namespace, name)
 	}, namespace, nil
 }

@@ -17,28 +17,28 @@ func TestJudge(t *testing.T) {
 	}
 	cases := []struct {
 		name    string
-		h       syncapi.HealthResponse
+		h       syncapi.HealthResult
 		reason  string
 		detail  string
 		offends []string
 	}{
-		{"no entries", syncapi.HealthResponse{RenderCurrent: true}, reasonHealthy, "0/0 healthy", nil},
-		{"all healthy", syncapi.HealthResponse{RenderCurrent: true, Entries: []syncapi.HealthEntry{
+		{"no entries", syncapi.HealthResult{RenderCurrent: true}, reasonHealthy, "0/0 healthy", nil},
+		{"all healthy", syncapi.HealthResult{RenderCurrent: true, Entries: []syncapi.HealthEntry{
 			e("a", v1alpha1.StateHealthy, "r2", "r2", "")}}, reasonHealthy, "1/1 healthy", nil},
-		{"another render", syncapi.HealthResponse{RenderCurrent: false, Entries: []syncapi.HealthEntry{
+		{"another render", syncapi.HealthResult{RenderCurrent: false, Entries: []syncapi.HealthEntry{
 			e("a", v1alpha1.StateHealthy, "r1", "r1", "")}}, reasonPending, "1/1 healthy; entries of another render than status.lastAttempted", nil},
-		{"Degraded of the previous render is Pending", syncapi.HealthResponse{RenderCurrent: true, Entries: []syncapi.HealthEntry{
+		{"Degraded of the previous render is Pending", syncapi.HealthResult{RenderCurrent: true, Entries: []syncapi.HealthEntry{
 			e("a", v1alpha1.StateDegraded, "r2", "r1", "x")}}, reasonPending, "0/1 healthy; 1 entries not assessed at their render yet", []string{"a"}},
-		{"not assessed yet", syncapi.HealthResponse{RenderCurrent: true, Entries: []syncapi.HealthEntry{
+		{"not assessed yet", syncapi.HealthResult{RenderCurrent: true, Entries: []syncapi.HealthEntry{
 			e("a", "", "r2", "", "")}}, reasonPending, "0/1 healthy; 1 entries not assessed at their render yet", []string{"a"}},
-		{"Degraded wins over Unknown and Progressing", syncapi.HealthResponse{RenderCurrent: true, Entries: []syncapi.HealthEntry{
+		{"Degraded wins over Unknown and Progressing", syncapi.HealthResult{RenderCurrent: true, Entries: []syncapi.HealthEntry{
 			e("a", v1alpha1.StateProgressing, "r2", "r2", "p"), e("b", v1alpha1.StateUnknown, "r2", "r2", "u"),
 			e("c", v1alpha1.StateDegraded, "r2", "r2", "1/3 available"), e("d", v1alpha1.StateHealthy, "r2", "r2", "")}},
 			reasonDegraded, "1/4 healthy; Deployment demo/c: 1/3 available", []string{"c"}},
-		{"Unknown over Progressing", syncapi.HealthResponse{RenderCurrent: true, Entries: []syncapi.HealthEntry{
+		{"Unknown over Progressing", syncapi.HealthResult{RenderCurrent: true, Entries: []syncapi.HealthEntry{
 			e("a", v1alpha1.StateProgressing, "r2", "r2", "p"), e("b", v1alpha1.StateUnknown, "r2", "r2", "object not found")}},
 			reasonUnknown, "0/2 healthy; Deployment demo/b: object not found", []string{"a", "b"}},
-		{"Progressing", syncapi.HealthResponse{RenderCurrent: true, Entries: []syncapi.HealthEntry{
+		{"Progressing", syncapi.HealthResult{RenderCurrent: true, Entries: []syncapi.HealthEntry{
 			e("a", v1alpha1.StateProgressing, "r2", "r2", "1/3 available"), e("b", v1alpha1.StateHealthy, "r2", "r2", "")}},
 			reasonProgressing, "1/2 healthy; Deployment demo/a: 1/3 available", []string{"a"}},
 	}

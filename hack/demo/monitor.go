@@ -21,7 +21,7 @@ type snapshot struct {
 	// Release is the Release as read from the API server.
 	Release *v1alpha1.Release
 	// Health is the answer of GET …/releases/demo/health.
-	Health *syncapi.HealthResponse
+	Health *syncapi.HealthResult
 	// Syncs counts the sync requests seen since the demo started.
 	Syncs int
 }

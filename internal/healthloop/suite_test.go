@@ -29,6 +29,7 @@ import (
 	"github.com/kumodo/convoy-observer/internal/clustercache"
 	"github.com/kumodo/convoy-observer/internal/controller/base"
 	"github.com/kumodo/convoy-observer/internal/syncapi"
+	"github.com/kumodo/convoy-observer/internal/syncapi/apiserver"
 	"github.com/kumodo/convoy-observer/internal/testenv"
 )
 
@@ -59,7 +60,8 @@ type fixture struct {
 	api   *syncServer
 }
 
-// syncServer is convoy-api's real handler behind an httptest server that counts the
+// syncServer is convoy-api's routes (the generic server in-process, without
+// authentication) behind an httptest server that counts the
 // sync requests and can be told to fail them.
 type syncServer struct {
 	*httptest.Server
@@ -70,7 +72,10 @@ type syncServer struct {
 
 func newSyncServer(t *testing.T) *syncServer {
 	s := &syncServer{}
-	handler := syncapi.NewHandler(env.Client)
+	handler, err := apiserver.NewUnauthenticatedHandler(syncapi.NewEndpoints(env.Client))
+	if err != nil {
+		t.Fatal(err)
+	}
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost {
 			if s.notFound.Load() { // convoy-api's answer for a Release that does not exist

@@ -112,7 +112,7 @@ func (c *Client) RequestSync(ctx context.Context, namespace, name string) error 
 // Health sends GET …/namespaces/{namespace}/releases/{name}/health and decodes the
 // HealthResult. Errors: see Client; a missing Release is a NotFound
 // *apierrors.StatusError, an undecodable answer an error naming the Release.
-func (c *Client) Health(ctx context.Context, namespace, name string) (*HealthResponse, error) {
+func (c *Client) Health(ctx context.Context, namespace, name string) (*HealthResult, error) {
 	rc, err := c.restClient()
 	if err != nil {
 		return nil, err
@@ -125,7 +125,7 @@ func (c *Client) Health(ctx context.Context, namespace, name string) (*HealthRes
 	if err != nil {
 		return nil, err
 	}
-	out := &HealthResponse{}
+	out := &HealthResult{}
 	if err := json.Unmarshal(raw, out); err != nil {
 		return nil, fmt.Errorf("decoding the health of release %s/%s: %w", namespace, name, err)
 	}

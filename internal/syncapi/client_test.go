@@ -99,15 +99,14 @@ func TestClientErrors(t *testing.T) {
 func TestRequestLog(t *testing.T) {
 	t.Parallel()
 	lines := make(chan string, 4)
-	h := syncapi.NewHandler(env.Client)
+	h := syncapi.NewEndpoints(env.Client)
 	h.Log = funcr.New(func(_, args string) { lines <- args }, funcr.Options{})
-	srv := httptest.NewServer(h)
-	defer srv.Close()
+	srv := serve(t, h)
 
 	do(t, http.MethodGet, srv.URL+syncapi.HealthPath("default", "log-missing"))
 	select {
 	case line := <-lines:
-		for _, want := range []string{`"method"="GET"`, `"path"="` + syncapi.HealthPath("default", "log-missing") + `"`, `"status"=404`, `"release"="default/log-missing"`} {
+		for _, want := range []string{`"subresource"="health"`, `"status"=404`, `"release"="default/log-missing"`} {
 			mustContain(t, "log line", line, want)
 		}
 	case <-time.After(10 * time.Second):

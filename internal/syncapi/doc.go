@@ -1,23 +1,27 @@
-// Package syncapi serves the HTTP endpoints of convoy-api, the Release
-// subresources /sync and /health (docs/design.md, "Sync and health endpoints"), and holds
-// the Client that the health loop and convoyctl use to call them.
+// Package syncapi answers the Release subresources /sync and /health of convoy-api
+// (docs/design.md, "Sync and health endpoints"): Endpoints, their bodies SyncResponse and
+// HealthResult, and the Client that the health loop and convoyctl use to call them.
 //
-// The paths are laid out as an aggregated API, so that an APIService for
-// subresources.convoy.kumodo.io/v1alpha1 can put them behind the kube-apiserver:
+// The paths are an aggregated API, so that an APIService for
+// subresources.convoy.kumodo.io/v1alpha1 puts them behind the kube-apiserver:
 //
 //	POST /apis/subresources.convoy.kumodo.io/v1alpha1/namespaces/{ns}/releases/{name}/sync
 //	GET  /apis/subresources.convoy.kumodo.io/v1alpha1/namespaces/{ns}/releases/{name}/health
-//	GET  /apis/subresources.convoy.kumodo.io/v1alpha1   (discovery: an APIResourceList)
-//	GET  /healthz                                       (probes: 200 "ok")
+//
+// This package does no routing: package apiserver installs Endpoints in a
+// k8s.io/apiserver generic server (health as a rest.Getter, sync as a rest.Connecter),
+// which routes, authenticates and authorizes every request and serves discovery,
+// OpenAPI, the probes and the 404s and 405s.
 //
 // Why /sync is a merge patch of one annotation: the controller-manager watches its
 // Releases, so a new value of convoy.kumodo.io/sync-requested-at wakes it, and a JSON
 // merge patch without a resourceVersion never conflicts with the controller-manager's
 // own writes and never touches another field. The value is the request time in
-// SyncTimeFormat (RFC 3339 with nine digits of nanoseconds, UTC) from Handler.Now, so every request changes it.
+// SyncTimeFormat (RFC 3339 with nine digits of nanoseconds, UTC) from Endpoints.Now, so every
+// request changes it.
 //
 // Why /health does not assess (docs/design.md, "The write protocol"): the health loop is the
-// only writer of assessments; HealthResult is a pure function that turns what the loop
+// only writer of assessments; BuildHealthResult is a pure function that turns what the loop
 // wrote into the ReleaseInventory into a response. It shows only the entries and hooks
 // that the controller-manager still records (inventory.RecordedEntries): Server-Side
 // Apply keeps an element alive while the observer's field manager still owns some of
@@ -40,14 +44,9 @@
 // assessed yet has state "" and counts as unknown in the summary. Errors are
 // metav1.Status bodies, as any Kubernetes API answers them.
 //
-// Handler does no authentication or authorization of its own: convoy-api mounts it
-// behind k8s.io/apiserver's delegated authentication and authorization (package
-// apiserver), which also serve discovery, OpenAPI and the probes. On its own (tests), it
-// serves anyone.
-//
 // Use:
 //
-//	h := syncapi.NewHandler(c) // c: a controller-runtime client; h.Reader may be a cache
+//	e := syncapi.NewEndpoints(c) // c: a controller-runtime client; e.Reader may be a cache
 //
 //	cl := syncapi.NewClient(cfg) // cfg: a kubeconfig's; through the kube-apiserver
 //	err := cl.RequestSync(ctx, "default", "demo")

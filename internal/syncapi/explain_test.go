@@ -75,10 +75,9 @@ func explainedRelease(t *testing.T, name, cluster string, rules []extv1alpha1.Ru
 // prefix, "KIND NAMESPACE/NAME RULE CAUSE" of decidedBy or "-", and decidedByError.
 func explainedHealth(t *testing.T, name string, x *syncapi.Explainer) (map[string]string, string) {
 	t.Helper()
-	h := syncapi.NewHandler(env.Client)
+	h := syncapi.NewEndpoints(env.Client)
 	h.Log, h.Explainer = logr.Discard(), x
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
+	srv := serve(t, h)
 	_, body := getHealth(t, srv.URL+syncapi.HealthPath("default", name))
 	var doc struct {
 		Entries []struct {

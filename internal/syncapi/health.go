@@ -12,10 +12,10 @@ import (
 	"github.com/kumodo/convoy-observer/internal/inventory"
 )
 
-// HealthResponse is the body of GET …/releases/{name}/health (docs/design.md, "Sync and
+// HealthResult is the body of GET …/releases/{name}/health (docs/design.md, "Sync and
 // health endpoints"). Every field is always serialized; entries and hooks are [] rather
 // than null when there are none.
-type HealthResponse struct {
+type HealthResult struct {
 	// Release is "namespace/name".
 	Release string `json:"release"`
 	// RenderCurrent is true when every entry's renderRef equals the Release's
@@ -37,7 +37,7 @@ type HealthResponse struct {
 	DecidedByError string `json:"decidedByError"`
 }
 
-// HealthEntry is one inventory entry of a HealthResponse. All fields are serialized,
+// HealthEntry is one inventory entry of a HealthResult. All fields are serialized,
 // empty ones included: group is "" for the core group, namespace is "" for a
 // cluster-scoped object, state is "" until the observer has assessed the entry, and
 // firstUnhealthy is null while the entry is not failing.
@@ -89,7 +89,7 @@ type HealthEntry struct {
 	RulesApplied *int `json:"rulesApplied"`
 }
 
-// HealthHook is one lifecycle hook of a HealthResponse: the fields of a
+// HealthHook is one lifecycle hook of a HealthResult: the fields of a
 // v1alpha1.HookEntry, all serialized. Times are null when unset; timeout is the
 // recorded duration string, "" when the inventory leaves it empty (which means 10m).
 type HealthHook struct {
@@ -113,17 +113,17 @@ type HealthHook struct {
 	FinishedAt *metav1.Time `json:"finishedAt"`
 }
 
-// HealthResult builds the /health response of rel from inv without assessing anything
+// BuildHealthResult builds the /health response of rel from inv without assessing anything
 // (docs/design.md, "The write protocol"). inv may be nil (no inventory yet): the result then
 // has no entries, no hooks and a zero summary. Only the entries and hooks that the
 // controller-manager still records count (inventory.RecordedEntries), so an entry that
 // the controller-manager dropped vanishes even while the observer's fields keep it in
 // the object. The error is about unreadable managedFields of inv.
-func HealthResult(rel *v1alpha1.Release, inv *v1alpha1.ReleaseInventory) (HealthResponse, error) {
+func BuildHealthResult(rel *v1alpha1.Release, inv *v1alpha1.ReleaseInventory) (HealthResult, error) {
 	if rel == nil {
-		return HealthResponse{}, errors.New("no release")
+		return HealthResult{}, errors.New("no release")
 	}
-	resp := HealthResponse{
+	resp := HealthResult{
 		Release: rel.Namespace + "/" + rel.Name,
 		Entries: []HealthEntry{},
 		Hooks:   []HealthHook{},
@@ -133,10 +133,10 @@ func HealthResult(rel *v1alpha1.Release, inv *v1alpha1.ReleaseInventory) (Health
 	if inv != nil {
 		var err error
 		if entries, _, err = inventory.RecordedEntries(inv, ""); err != nil {
-			return HealthResponse{}, fmt.Errorf("reading the entries of ReleaseInventory %s/%s: %w", inv.Namespace, inv.Name, err)
+			return HealthResult{}, fmt.Errorf("reading the entries of ReleaseInventory %s/%s: %w", inv.Namespace, inv.Name, err)
 		}
 		if hooks, _, err = inventory.RecordedHooks(inv, ""); err != nil {
-			return HealthResponse{}, fmt.Errorf("reading the hooks of ReleaseInventory %s/%s: %w", inv.Namespace, inv.Name, err)
+			return HealthResult{}, fmt.Errorf("reading the hooks of ReleaseInventory %s/%s: %w", inv.Namespace, inv.Name, err)
 		}
 	}
 	resp.RenderCurrent = inventory.RenderCurrent(rel.GetLastAttemptedRenderRef(), entries)
@@ -213,14 +213,18 @@ func healthHook(h *v1alpha1.HookEntry) HealthHook {
 	return out
 }
 
-// OpenAPI model names of the response types (convoy-api's OpenAPI document).
-const openAPIModelPrefix = "com.kumodo.convoy.subresources.v1alpha1."
+// OpenAPIModelPrefix starts the OpenAPI model names of the group's types (convoy-api's
+// OpenAPI document).
+const OpenAPIModelPrefix = "com.kumodo.convoy.subresources.v1alpha1."
 
-// OpenAPIModelName names HealthResponse in OpenAPI.
-func (HealthResponse) OpenAPIModelName() string { return openAPIModelPrefix + "HealthResponse" }
+// OpenAPIModelName names SyncResponse in OpenAPI.
+func (SyncResponse) OpenAPIModelName() string { return OpenAPIModelPrefix + "SyncResponse" }
+
+// OpenAPIModelName names HealthResult in OpenAPI, by its kind in discovery.
+func (HealthResult) OpenAPIModelName() string { return OpenAPIModelPrefix + "HealthResponse" }
 
 // OpenAPIModelName names HealthEntry in OpenAPI.
-func (HealthEntry) OpenAPIModelName() string { return openAPIModelPrefix + "HealthEntry" }
+func (HealthEntry) OpenAPIModelName() string { return OpenAPIModelPrefix + "HealthEntry" }
 
 // OpenAPIModelName names HealthHook in OpenAPI.
-func (HealthHook) OpenAPIModelName() string { return openAPIModelPrefix + "HealthHook" }
+func (HealthHook) OpenAPIModelName() string { return OpenAPIModelPrefix + "HealthHook" }

@@ -20,6 +20,7 @@ import (
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
 	"github.com/kumodo/convoy-observer/internal/syncapi"
+	"github.com/kumodo/convoy-observer/internal/syncapi/apiserver"
 	"github.com/kumodo/convoy-observer/internal/testenv"
 )
 
@@ -45,17 +46,28 @@ const (
 	hookManager = "convoy-hook-status"
 )
 
-// newServer serves a Handler over env.Client whose clock is now.
-func newServer(t *testing.T, now func() time.Time) (*httptest.Server, *syncapi.Handler) {
+// newServer serves convoy-api's routes over Endpoints of env.Client whose clock is now.
+func newServer(t *testing.T, now func() time.Time) (*httptest.Server, *syncapi.Endpoints) {
 	t.Helper()
-	h := syncapi.NewHandler(env.Client)
-	h.Log = logr.Discard()
+	e := syncapi.NewEndpoints(env.Client)
+	e.Log = logr.Discard()
 	if now != nil {
-		h.Now = now
+		e.Now = now
+	}
+	return serve(t, e), e
+}
+
+// serve serves convoy-api's routes over e in-process, as the generic server routes
+// them (without authentication and authorization), until the test ends.
+func serve(t *testing.T, e *syncapi.Endpoints) *httptest.Server {
+	t.Helper()
+	h, err := apiserver.NewUnauthenticatedHandler(e)
+	if err != nil {
+		t.Fatal(err)
 	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return srv, h
+	return srv
 }
 
 // do sends a body-less request and returns the status, headers and body.

@@ -75,7 +75,7 @@ func benchThroughAggregator(b *testing.B, parallel int, do func(c *syncapi.Clien
 	fleet(b)
 	// go test prints the test binary's stderr with its stdout: a log line per request
 	// would split the result lines. (A benchmark runs alone: no test reads the log.)
-	api.Handler.Log = logr.Discard()
+	api.Endpoints.Log = logr.Discard()
 	cfg := rest.CopyConfig(env.Config)
 	cfg.QPS, cfg.Burst = -1, 0
 	c := syncapi.NewClient(cfg)

@@ -96,14 +96,14 @@ func TestDiscoveryAndOpenAPI(t *testing.T) {
 func TestRequestLogNamesTheUser(t *testing.T) {
 	ns := tenant(t, "log")
 	lines := make(chan string, 100)
-	old := api.Handler.Log
-	api.Handler.Log = funcr.New(func(_, args string) {
+	old := api.Endpoints.Log
+	api.Endpoints.Log = funcr.New(func(_, args string) {
 		select {
 		case lines <- args:
 		default:
 		}
 	}, funcr.Options{})
-	t.Cleanup(func() { api.Handler.Log = old })
+	t.Cleanup(func() { api.Endpoints.Log = old })
 	if _, err := syncapi.NewClient(env.Config).Health(context.Background(), ns, "app"); err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +112,7 @@ func TestRequestLogNamesTheUser(t *testing.T) {
 		select {
 		case l := <-lines:
 			if strings.Contains(l, `"release"="`+ns+`/app"`) {
-				for _, want := range []string{`"user"="admin"`, `"status"=200`, `"method"="GET"`} {
+				for _, want := range []string{`"user"="admin"`, `"status"=200`, `"subresource"="health"`} {
 					if !strings.Contains(l, want) {
 						t.Errorf("log line %s lacks %s", l, want)
 					}

@@ -72,7 +72,7 @@ func TestHealthExplainedThroughTheAggregator(t *testing.T) {
 	bind(t, ns, rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "erin"})
 	erin := syncapi.NewClient(cfg)
 
-	var h *syncapi.HealthResponse
+	var h *syncapi.HealthResult
 	eventually(t, 10*time.Second, func() error { // RBAC and the informers settle
 		if h, err = erin.Health(ctx, ns, "remote-web"); err != nil {
 			return err

@@ -23,7 +23,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 			"release":         str(`"namespace/name" of the Release.`),
 			"syncRequestedAt": str("The annotation's value: RFC 3339 with nine digits of nanoseconds, UTC."),
 		}, nil)
-	defs[syncapi.HealthResponse{}.OpenAPIModelName()] = object(
+	defs[syncapi.HealthResult{}.OpenAPIModelName()] = object(
 		"The answer of GET …/releases/{name}/health: the HealthResult, built from the ReleaseInventory only.",
 		props{
 			"release":       str(`"namespace/name" of the Release.`),

@@ -94,7 +94,7 @@ func TestHealthRulesAppliedThroughTheAggregator(t *testing.T) {
 
 	applied := func(name string) (map[string]string, string) {
 		t.Helper()
-		var h *syncapi.HealthResponse
+		var h *syncapi.HealthResult
 		eventually(t, 10*time.Second, func() error { // RBAC and the informers settle
 			if h, err = rita.Health(ctx, ns, name); err != nil {
 				return err

@@ -23,12 +23,11 @@ func init() {
 	metav1.AddToGroupVersion(Scheme, schema.GroupVersion{Version: "v1"})
 	Scheme.AddUnversionedTypes(schema.GroupVersion{Version: "v1"},
 		&metav1.Status{}, &metav1.APIVersions{}, &metav1.APIGroupList{}, &metav1.APIGroup{}, &metav1.APIResourceList{})
-	Scheme.AddKnownTypes(GroupVersion, &Release{}, &SyncResponse{}, &HealthResponse{})
+	Scheme.AddKnownTypes(GroupVersion, &Release{})
+	Scheme.AddKnownTypeWithName(GroupVersion.WithKind(kindSync), &syncapi.SyncResponse{})
+	Scheme.AddKnownTypeWithName(GroupVersion.WithKind(kindHealth), &syncapi.HealthResult{})
 	metav1.AddToGroupVersion(Scheme, GroupVersion)
 }
-
-// modelPrefix starts the OpenAPI model names of the group's kinds.
-const modelPrefix = "com.kumodo.convoy.subresources.v1alpha1."
 
 // Release is the kind of the resource releases of subresources.convoy.kumodo.io in
 // discovery: the parent of the subresources sync and health, named like the Release of
@@ -38,36 +37,15 @@ type Release struct {
 	metav1.TypeMeta `json:",inline"`
 }
 
-// SyncResponse is the kind of the sync subresource in discovery and OpenAPI; its body is
-// syncapi.SyncResponse.
-type SyncResponse struct {
-	metav1.TypeMeta `json:",inline"`
-}
-
-// HealthResponse is the kind of the health subresource in discovery and OpenAPI; its body
-// is syncapi.HealthResponse (the HealthResult).
-type HealthResponse struct {
-	metav1.TypeMeta `json:",inline"`
-}
+// Kinds of the subresources in discovery and OpenAPI: their bodies are
+// syncapi.SyncResponse and syncapi.HealthResult.
+const (
+	kindSync   = "SyncResponse"
+	kindHealth = "HealthResponse"
+)
 
 // DeepCopyObject copies the object (it holds only its TypeMeta).
 func (in *Release) DeepCopyObject() runtime.Object { out := *in; return &out }
 
-// DeepCopyObject copies the object (it holds only its TypeMeta).
-func (in *SyncResponse) DeepCopyObject() runtime.Object { out := *in; return &out }
-
-// DeepCopyObject copies the object (it holds only its TypeMeta).
-func (in *HealthResponse) DeepCopyObject() runtime.Object { out := *in; return &out }
-
 // OpenAPIModelName names the kind in OpenAPI.
-func (Release) OpenAPIModelName() string { return modelPrefix + "Release" }
-
-// OpenAPIModelName is the model of syncapi.SyncResponse, so that its definition
-// carries this kind.
-func (SyncResponse) OpenAPIModelName() string { return syncapi.SyncResponse{}.OpenAPIModelName() }
-
-// OpenAPIModelName is the model of syncapi.HealthResponse, so that its definition
-// carries this kind.
-func (HealthResponse) OpenAPIModelName() string {
-	return syncapi.HealthResponse{}.OpenAPIModelName()
-}
+func (Release) OpenAPIModelName() string { return syncapi.OpenAPIModelPrefix + "Release" }

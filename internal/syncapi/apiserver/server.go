@@ -15,6 +15,7 @@ import (
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/apiserver/pkg/util/compatibility"
+	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -30,8 +31,8 @@ import (
 // subresources sync and health of releases), /healthz, /livez and /readyz, with
 // delegated authentication and authorization.
 type Server struct {
-	// Handler answers the subresources once a request is authorized.
-	Handler *syncapi.Handler
+	// Endpoints answers the subresources once a request is authorized.
+	Endpoints *syncapi.Endpoints
 
 	generic *genericapiserver.GenericAPIServer
 	cache   cache.Cache
@@ -46,13 +47,7 @@ func New(o *Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	gc := genericapiserver.NewConfig(Codecs)
-	gc.EffectiveVersion = compatibility.DefaultBuildEffectiveVersion()
-	namer := openapinamer.NewDefinitionNamer(Scheme)
-	gc.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(GetOpenAPIDefinitions, namer)
-	gc.OpenAPIConfig.Info.Title = "convoy-api"
-	gc.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(GetOpenAPIDefinitions, namer)
-	gc.OpenAPIV3Config.Info.Title = "convoy-api"
+	gc := newConfig()
 	if err := o.SecureServing.ApplyTo(&gc.SecureServing, &gc.LoopbackClientConfig); err != nil {
 		return nil, fmt.Errorf("serving: %w", err)
 	}
@@ -63,7 +58,7 @@ func New(o *Options) (*Server, error) {
 		return nil, fmt.Errorf("delegated authorization: %w", err)
 	}
 	gc.Authorization.Authorizer = loggingAuthorizer{gc.Authorization.Authorizer}
-	// The generic server's own request log (httplog) logs at -v=3; Handler logs every
+	// The generic server's own request log (httplog) logs at -v=3; Endpoints logs every
 	// authorized request with its user at the default level.
 
 	c, err := cache.New(cfg, cache.Options{
@@ -81,24 +76,19 @@ func New(o *Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("building the client for %s: %w", cfg.Host, err)
 	}
-	h := syncapi.NewHandler(direct)
-	h.Reader, h.Fallback = c, direct
+	e := syncapi.NewEndpoints(direct)
+	e.Reader, e.Fallback = c, direct
 	// decidedBy of /health, only for Releases with entries that are not Healthy: rule
 	// sets, the Cluster and its kubeconfig Secret read directly (no informers, so a
 	// missing grant is a decidedByError, never an unready server), the local cluster
 	// with convoy-api's own credentials.
-	h.Explainer = &syncapi.Explainer{Reader: direct, LocalConfig: cfg, Evaluators: health.NewEvaluatorCache(0), Kubeconfig: o.TargetKubeconfig}
+	e.Explainer = &syncapi.Explainer{Reader: direct, LocalConfig: cfg, Evaluators: health.NewEvaluatorCache(0), Kubeconfig: o.TargetKubeconfig}
 
-	generic, err := gc.Complete(nil).New("convoy-api", genericapiserver.NewEmptyDelegate())
+	generic, err := newGeneric(gc, e)
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{Handler: h, generic: generic, cache: c}
-	info := genericapiserver.NewDefaultAPIGroupInfo(GroupVersion.Group, Scheme, runtime.NewParameterCodec(Scheme), Codecs)
-	info.VersionedResourcesStorageMap[GroupVersion.Version] = storageMap(h)
-	if err := generic.InstallAPIGroup(&info); err != nil {
-		return nil, fmt.Errorf("installing %s: %w", GroupVersion, err)
-	}
+	s := &Server{Endpoints: e, generic: generic, cache: c}
 	if err := generic.AddPostStartHook("start-release-informers", s.startCache); err != nil {
 		return nil, err
 	}
@@ -120,6 +110,48 @@ func New(o *Options) (*Server, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// newConfig is the generic server's configuration without serving, authentication or
+// authorization: the group's codecs, version and OpenAPI documents.
+func newConfig() *genericapiserver.Config {
+	gc := genericapiserver.NewConfig(Codecs)
+	gc.EffectiveVersion = compatibility.DefaultBuildEffectiveVersion()
+	namer := openapinamer.NewDefinitionNamer(Scheme)
+	gc.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(GetOpenAPIDefinitions, namer)
+	gc.OpenAPIConfig.Info.Title = "convoy-api"
+	gc.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(GetOpenAPIDefinitions, namer)
+	gc.OpenAPIV3Config.Info.Title = "convoy-api"
+	return gc
+}
+
+// newGeneric builds the generic server of gc with the group installed over e.
+func newGeneric(gc *genericapiserver.Config, e *syncapi.Endpoints) (*genericapiserver.GenericAPIServer, error) {
+	generic, err := gc.Complete(nil).New("convoy-api", genericapiserver.NewEmptyDelegate())
+	if err != nil {
+		return nil, err
+	}
+	info := genericapiserver.NewDefaultAPIGroupInfo(GroupVersion.Group, Scheme, runtime.NewParameterCodec(Scheme), Codecs)
+	info.VersionedResourcesStorageMap[GroupVersion.Version] = storageMap(e)
+	if err := generic.InstallAPIGroup(&info); err != nil {
+		return nil, fmt.Errorf("installing %s: %w", GroupVersion, err)
+	}
+	return generic, nil
+}
+
+// NewUnauthenticatedHandler returns convoy-api's routes over e (discovery, OpenAPI,
+// the subresources, the probes) exactly as Server serves them, but without TLS,
+// authentication or authorization: every request is served. It is for tests that
+// call convoy-api in-process (httptest.NewServer), never for a listener others reach.
+func NewUnauthenticatedHandler(e *syncapi.Endpoints) (http.Handler, error) {
+	gc := newConfig()
+	gc.LoopbackClientConfig, gc.ExternalAddress = &rest.Config{}, "127.0.0.1:443"
+	generic, err := newGeneric(gc, e)
+	if err != nil {
+		return nil, err
+	}
+	generic.PrepareRun() // installs OpenAPI and the probes, as Run does
+	return generic.Handler, nil
 }
 
 // startCache starts the informers of Releases and ReleaseInventories (registered first,
@@ -155,7 +187,7 @@ func (s *Server) Run(ctx context.Context) error {
 
 // loggingAuthorizer logs every denied request of a resource with its user and attributes
 // (denied non-resource requests, such as the aggregator's anonymous discovery probes, at
-// -v=1; authorized requests are logged by the Handler, with their status).
+// -v=1; authorized requests are logged by Endpoints, with their status).
 type loggingAuthorizer struct{ authorizer.Authorizer }
 
 func (a loggingAuthorizer) Authorize(ctx context.Context, attrs authorizer.Attributes) (authorizer.Decision, string, error) {
