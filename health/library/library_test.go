@@ -180,6 +180,8 @@ var resources = map[string]string{
 	"AdvancedCronJob": "advancedcronjobs", "GameServer": "gameservers", "GameServerSet": "gameserversets",
 	// KServe
 	"InferenceService": "inferenceservices",
+	// flagger
+	"Canary": "canaries",
 }
 
 func readObject(t *testing.T, path string) *unstructured.Unstructured {
