@@ -182,6 +182,10 @@ var resources = map[string]string{
 	"InferenceService": "inferenceservices",
 	// flagger
 	"Canary": "canaries",
+	// kubevirt
+	"VirtualMachine": "virtualmachines", "VirtualMachineInstance": "virtualmachineinstances", "VirtualMachineInstanceMigration": "virtualmachineinstancemigrations", "VirtualMachinePool": "virtualmachinepools",
+	// kubevirt-cdi
+	"DataVolume": "datavolumes",
 }
 
 func readObject(t *testing.T, path string) *unstructured.Unstructured {

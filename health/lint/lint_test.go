@@ -100,6 +100,8 @@ func crds(t *testing.T, paths ...string) *lint.CRDs {
 // offline, only their rules may go unchecked.
 var thirdPartyGroups = []string{
 	"microgateway.airlock.com", "networking.gke.io", "kafka.banzaicloud.io",
+	"cdi.kubevirt.io",
+	"kubevirt.io", "pool.kubevirt.io",
 	"flagger.app",
 	"projectcontour.io",
 	"platform.confluent.io",
