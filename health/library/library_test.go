@@ -90,7 +90,7 @@ var resources = map[string]string{
 	"GitRepository": "gitrepositories", "HelmRelease": "helmreleases", "HorizontalPodAutoscaler": "horizontalpodautoscalers",
 	"HTTPRoute": "httproutes", "Ingress": "ingresses", "Issuer": "issuers", "Kustomization": "kustomizations",
 	"Namespace": "namespaces", "PodDisruptionBudget": "poddisruptionbudgets", "Rollout": "rollouts",
-	"ScaledObject": "scaledobjects", "Service": "services",
+	"ScaledObject": "scaledobjects", "ScaledJob": "scaledjobs", "Service": "services",
 	"Pod": "pods", "StatefulSet": "statefulsets", "ReplicaSet": "replicasets",
 	"Policy": "policies", "ConfigurationPolicy": "configurationpolicies", "CertificatePolicy": "certificatepolicies", "OperatorPolicy": "operatorpolicies",
 	// GitOps Promoter
