@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/spf13/pflag"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -30,6 +31,16 @@ type Options struct {
 	// AllowFiles allows credentials read from the process's files: tokenFile,
 	// client-certificate and client-key (flag --insecure-kubeconfig-files).
 	AllowFiles bool
+}
+
+// BindFlags defines --insecure-kubeconfig-exec and --insecure-kubeconfig-files on fs,
+// both false by default. convoy-observer and convoy-api bind the same flags through
+// this method, so they have one name, default and meaning.
+func (o *Options) BindFlags(fs *pflag.FlagSet) {
+	fs.BoolVar(&o.AllowExec, "insecure-kubeconfig-exec", false,
+		"let the kubeconfig Secret of a Cluster run a command in this process for credentials (exec, auth-provider)")
+	fs.BoolVar(&o.AllowFiles, "insecure-kubeconfig-files", false,
+		"let the kubeconfig Secret of a Cluster read credentials from this process's files (tokenFile, client-certificate, client-key), such as its service-account token")
 }
 
 // RESTConfig returns the client config of the current context of the kubeconfig data.

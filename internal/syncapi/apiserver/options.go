@@ -66,8 +66,7 @@ func NewOptions() *Options {
 // AddFlags adds the flags of all options to fs.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig file of the cluster that holds the Releases (default: the in-cluster config); also the default of --authentication-kubeconfig and --authorization-kubeconfig")
-	fs.BoolVar(&o.TargetKubeconfig.AllowExec, "insecure-kubeconfig-exec", false, "let the kubeconfig Secret of a Cluster run a command for credentials (exec, auth-provider) when /health reads its target")
-	fs.BoolVar(&o.TargetKubeconfig.AllowFiles, "insecure-kubeconfig-files", false, "let the kubeconfig Secret of a Cluster read credentials from this process's files (tokenFile, client-certificate, client-key)")
+	o.TargetKubeconfig.BindFlags(fs) // the same flags as convoy-observer's
 	fs.Float32Var(&o.QPS, "kube-api-qps", o.QPS, "queries per second of the client that patches Releases (each /sync is one PATCH); /health reads from an informer cache")
 	fs.IntVar(&o.Burst, "kube-api-burst", o.Burst, "burst of that client")
 	o.SecureServing.AddFlags(fs)
