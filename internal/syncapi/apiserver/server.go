@@ -78,7 +78,8 @@ func New(o *Options) (*Server, error) {
 	}
 	e := syncapi.NewEndpoints(direct)
 	e.Reader, e.Fallback = c, direct
-	// decidedBy of /health, only for Releases with entries that are not Healthy: rule
+	// rulesApplied of every /health entry (one list of the selected rule sets per
+	// request) and decidedBy, only for Releases with entries that are not Healthy: rule
 	// sets, the Cluster and its kubeconfig Secret read directly (no informers, so a
 	// missing grant is a decidedByError, never an unready server), the local cluster
 	// with convoy-api's own credentials.
