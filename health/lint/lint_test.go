@@ -185,7 +185,7 @@ var unvendoredGroups = []string{
 	"astra.netapp.io",
 	"gateway.solo.io", "gloo.solo.io", "enterprise.gloo.solo.io",
 	"apps.openshift.io",
-	"k8s.keycloak.org", "install.istio.io", "kiali.io", "onepassword.com", "kubernetes-client.io", "bitnami.com",
+	"k8s.keycloak.org", "install.istio.io", "kiali.io", "kubernetes-client.io",
 }
 
 // TestLibraryAndDefaultsLintClean: the shipped rule sets have no finding. Offline, the
