@@ -17,11 +17,14 @@ vet:
 	go vet ./...
 
 ## generate: deepcopy code, apply configurations (api/v1alpha1/applyconfiguration, for the
-## observer's typed Server-Side Apply) and CRDs (config/crd/bases) from the types in api/.
+## observer's typed Server-Side Apply) and CRDs (config/crd/bases) from the types in api/;
+## convoy-api's OpenAPI definitions (internal/syncapi/apiserver/zz_generated.openapi.go)
+## from the types tagged +k8s:openapi-gen=true.
 generate:
 	go tool controller-gen object paths=./api/...
 	go tool controller-gen applyconfiguration:omitToolVersion=true paths=./api/v1alpha1/...
 	go tool controller-gen crd:crdVersions=v1 paths=./api/... output:crd:artifacts:config=config/crd/bases
+	go generate ./internal/syncapi/apiserver/
 
 ## images: OCI images of convoy-observer and convoy-api (bin/images/NAME, OCI layouts;
 ## bin/images/digests), built from the sources with no container runtime and no base

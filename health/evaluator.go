@@ -98,6 +98,8 @@ const (
 // Decider names the rule that decided a result, for explanations (the decidedBy of
 // /health, convoyctl release status and health eval) and lint. Its JSON is
 // {"kind","namespace","name","rule","cause"}.
+//
+// +k8s:openapi-gen=true
 type Decider struct {
 	// Kind is GlobalHealthRuleSet or HealthRuleSet.
 	Kind string `json:"kind"`

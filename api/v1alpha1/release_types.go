@@ -107,6 +107,8 @@ type RolloutStatus struct {
 }
 
 // HealthSummary counts the inventory entries of a Release by state.
+//
+// +k8s:openapi-gen=true
 type HealthSummary struct {
 	// total is the number of inventory entries.
 	Total int32 `json:"total"`

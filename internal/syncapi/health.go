@@ -15,6 +15,8 @@ import (
 // HealthResult is the body of GET …/releases/{name}/health (docs/design.md, "Sync and
 // health endpoints"). Every field is always serialized; entries and hooks are [] rather
 // than null when there are none.
+//
+// +k8s:openapi-gen=true
 type HealthResult struct {
 	// Release is "namespace/name".
 	Release string `json:"release"`
@@ -25,8 +27,10 @@ type HealthResult struct {
 	Summary v1alpha1.HealthSummary `json:"summary"`
 	// Entries are the inventory entries that the controller-manager records, sorted by
 	// wave, then group, kind, namespace and name.
+	// +listType=atomic
 	Entries []HealthEntry `json:"entries"`
 	// Hooks are the hooks that the controller-manager records, sorted by name.
+	// +listType=atomic
 	Hooks []HealthHook `json:"hooks"`
 	// DecidedByError says why some entries that are not Healthy have no decidedBy
 	// although a rule may decide them (for example the rules do not compile, the
@@ -41,6 +45,8 @@ type HealthResult struct {
 // empty ones included: group is "" for the core group, namespace is "" for a
 // cluster-scoped object, state is "" until the observer has assessed the entry, and
 // firstUnhealthy is null while the entry is not failing.
+//
+// +k8s:openapi-gen=true
 type HealthEntry struct {
 	// Group of the object; "" for the core group.
 	Group string `json:"group"`
@@ -60,6 +66,7 @@ type HealthEntry struct {
 	Message string `json:"message"`
 	// FirstUnhealthy is when the object first failed its rules since it last passed;
 	// null when unset.
+	// +nullable
 	FirstUnhealthy *metav1.Time `json:"firstUnhealthy"`
 	// RenderRef is the render that applied the object.
 	RenderRef string `json:"renderRef"`
@@ -76,6 +83,7 @@ type HealthEntry struct {
 	// unreadable, or it passes now), or when the server does not explain (see
 	// DecidedByError). Added to the contract's HealthResult (it may gain
 	// fields).
+	// +nullable
 	DecidedBy *health.Decider `json:"decidedBy"`
 	// RulesApplied is the number of rules that the Release selects now and whose
 	// apiVersion (or apiVersion pattern) and resources (or "*") match the entry's
@@ -86,12 +94,15 @@ type HealthEntry struct {
 	// server does not compute it or cannot (the rule sets cannot be listed or do not
 	// compile: DecidedByError says why). Added to the contract's HealthResult (it may
 	// gain fields).
+	// +nullable
 	RulesApplied *int `json:"rulesApplied"`
 }
 
 // HealthHook is one lifecycle hook of a HealthResult: the fields of a
 // v1alpha1.HookEntry, all serialized. Times are null when unset; timeout is the
 // recorded duration string, "" when the inventory leaves it empty (which means 10m).
+//
+// +k8s:openapi-gen=true
 type HealthHook struct {
 	// Name of the hook.
 	Name string `json:"name"`
@@ -102,6 +113,7 @@ type HealthHook struct {
 	// WorkloadName is the name of the workload in the target cluster.
 	WorkloadName string `json:"workloadName"`
 	// CreatedAt is when the controller-manager (re-)armed the hook.
+	// +nullable
 	CreatedAt *metav1.Time `json:"createdAt"`
 	// Timeout is the recorded timeout (for example "10m0s"), or "".
 	Timeout string `json:"timeout"`
@@ -110,6 +122,7 @@ type HealthHook struct {
 	// Message says why the hook failed or what it waits for.
 	Message string `json:"message"`
 	// FinishedAt is when the state turned terminal.
+	// +nullable
 	FinishedAt *metav1.Time `json:"finishedAt"`
 }
 

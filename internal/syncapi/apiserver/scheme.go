@@ -33,6 +33,8 @@ func init() {
 // discovery: the parent of the subresources sync and health, named like the Release of
 // convoy.kumodo.io whose subresources they are. The resource itself has no verbs; no
 // object of this kind is ever served.
+//
+// +k8s:openapi-gen=true
 type Release struct {
 	metav1.TypeMeta `json:",inline"`
 }
