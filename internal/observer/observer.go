@@ -6,6 +6,7 @@
 package observer
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"fmt"
@@ -74,14 +75,14 @@ type Options struct {
 	LeaderElect bool
 	// LeaderElectionNamespace holds the Lease (default: the pod's namespace).
 	LeaderElectionNamespace string
-	// LeaseDuration, RenewDeadline and RetryPeriod tune leader election (defaults
-	// 15s, 10s, 2s).
+	// LeaseDuration, RenewDeadline and RetryPeriod tune leader election (0:
+	// DefaultLeaseDuration, DefaultRenewDeadline, DefaultRetryPeriod).
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	// TargetTimeout bounds each request to a target cluster (default
 	// clustercache.DefaultTimeout).
 	TargetTimeout time.Duration
 	// RequestTimeout bounds each write and live read of the loop on the management
-	// cluster (default 30s), so a hung connection fails the pass (a retry) instead of
+	// cluster (default DefaultRequestTimeout), so a hung connection fails the pass (a retry) instead of
 	// holding its worker forever. Watches are not bounded by it.
 	RequestTimeout time.Duration
 	// Kubeconfig says which credentials the kubeconfig Secret of a Cluster may use
@@ -104,9 +105,6 @@ type Options struct {
 	// WrapWriter wraps the client that the loop writes with (tests count writes).
 	WrapWriter func(client.Client) client.Client
 }
-
-// defaultRequestTimeout is Options.RequestTimeout's default.
-const defaultRequestTimeout = 30 * time.Second
 
 // syncTimeout bounds one wake-up request.
 const syncTimeout = 10 * time.Second
@@ -166,15 +164,9 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, err
 		// metrics would mix); a replica has one, but tests run replicas side by side.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	}
-	if o.LeaseDuration > 0 {
-		opts.LeaseDuration = &o.LeaseDuration
-	}
-	if o.RenewDeadline > 0 {
-		opts.RenewDeadline = &o.RenewDeadline
-	}
-	if o.RetryPeriod > 0 {
-		opts.RetryPeriod = &o.RetryPeriod
-	}
+	opts.LeaseDuration = ptr.To(cmp.Or(o.LeaseDuration, DefaultLeaseDuration))
+	opts.RenewDeadline = ptr.To(cmp.Or(o.RenewDeadline, DefaultRenewDeadline))
+	opts.RetryPeriod = ptr.To(cmp.Or(o.RetryPeriod, DefaultRetryPeriod))
 	// The loop never reads the managedFields of Releases, Clusters or rule sets (it does
 	// read the inventories': they say which entries the controller-manager records), so
 	// the cache does not keep them.
@@ -208,7 +200,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, err
 	// a hung connection fails one pass (retried) instead of holding its worker forever;
 	// the manager's watches are not bounded by it.
 	if o.RequestTimeout <= 0 {
-		o.RequestTimeout = defaultRequestTimeout
+		o.RequestTimeout = DefaultRequestTimeout
 	}
 	direct := rest.CopyConfig(cfg)
 	direct.Timeout = o.RequestTimeout
