@@ -186,6 +186,14 @@ var resources = map[string]string{
 	"VirtualMachine": "virtualmachines", "VirtualMachineInstance": "virtualmachineinstances", "VirtualMachineInstanceMigration": "virtualmachineinstancemigrations", "VirtualMachinePool": "virtualmachinepools",
 	// kubevirt-cdi
 	"DataVolume": "datavolumes",
+	// knative-operator
+	"KnativeServing": "knativeservings", "KnativeEventing": "knativeeventings",
+	// knative-serving
+	"Configuration": "configurations", "Revision": "revisions", "DomainMapping": "domainmappings",
+	// knative-eventing
+	"Broker": "brokers", "Trigger": "triggers", "PingSource": "pingsources", "ApiServerSource": "apiserversources", "InMemoryChannel": "inmemorychannels", "Sequence": "sequences",
+	// tekton-pipelines
+	"PipelineRun": "pipelineruns", "TaskRun": "taskruns", "CustomRun": "customruns",
 }
 
 func readObject(t *testing.T, path string) *unstructured.Unstructured {

@@ -99,6 +99,10 @@ func crds(t *testing.T, paths ...string) *lint.CRDs {
 // thirdPartyGroups are the groups of the library's rules that Kubernetes does not serve:
 // offline, only their rules may go unchecked.
 var thirdPartyGroups = []string{
+	"tekton.dev",
+	"eventing.knative.dev", "messaging.knative.dev", "flows.knative.dev", "sources.knative.dev", "sinks.knative.dev",
+	"serving.knative.dev",
+	"operator.knative.dev",
 	"microgateway.airlock.com", "networking.gke.io", "kafka.banzaicloud.io",
 	"cdi.kubevirt.io",
 	"kubevirt.io", "pool.kubevirt.io",
