@@ -61,3 +61,19 @@ func Explain(r Result, state v1alpha1.HealthState) *Decider {
 	}
 	return &d
 }
+
+// Judgement is what one Result means for its inventory entry: the state, the new
+// firstUnhealthy anchor (nil: cleared) and the rule that decided the state (nil: none).
+type Judgement struct {
+	State          v1alpha1.HealthState
+	FirstUnhealthy *time.Time
+	DecidedBy      *Decider
+}
+
+// Judge derives the Judgement of r: the state and anchor of DeriveState and the rule of
+// Explain. It is the one step after evaluation that the loop, convoy-api's decidedBy and
+// convoyctl health eval share, so that the three never disagree.
+func Judge(r Result, firstUnhealthy *time.Time, deadline *time.Duration, now time.Time) Judgement {
+	state, anchor := DeriveState(r, firstUnhealthy, deadline, now)
+	return Judgement{State: state, FirstUnhealthy: anchor, DecidedBy: Explain(r, state)}
+}

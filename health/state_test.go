@@ -102,3 +102,60 @@ func TestExplain(t *testing.T) {
 		t.Errorf("Explain modified the Result's decider: %+v", *failed)
 	}
 }
+
+func TestJudge(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	anchor := now.Add(-time.Hour)
+	deadline := 10 * time.Minute
+	rule := &health.Decider{Kind: "GlobalHealthRuleSet", Name: "defaults", Rule: 2, Cause: health.CauseRuleFailed}
+	fail := health.Result{Outcome: health.Fail, Message: "0/1 ready", DecidedBy: rule}
+
+	j := health.Judge(fail, &anchor, &deadline, now)
+	if j.State != v1alpha1.StateDegraded || j.FirstUnhealthy == nil || !j.FirstUnhealthy.Equal(anchor) {
+		t.Errorf("Judge past the deadline = %v %v, want Degraded with the anchor kept", j.State, j.FirstUnhealthy)
+	}
+	if j.DecidedBy == nil || j.DecidedBy.Cause != health.CauseDeadlinePassed || j.DecidedBy.Rule != 2 {
+		t.Errorf("decidedBy = %+v, want rule 2 with cause DeadlinePassed", j.DecidedBy)
+	}
+	if rule.Cause != health.CauseRuleFailed {
+		t.Error("Judge modified the Result's Decider")
+	}
+	if j := health.Judge(health.Result{Outcome: health.Pass, RuleIndex: -1, DecidedBy: rule}, &anchor, &deadline, now); j.State != v1alpha1.StateHealthy || j.FirstUnhealthy != nil || j.DecidedBy != nil {
+		t.Errorf("Judge of a pass = %+v, want Healthy, no anchor, no decidedBy", j)
+	}
+}
+
+func TestCompareEntries(t *testing.T) {
+	t.Parallel()
+	// Wave first, then each key as a whole string: group "a" before "a.b" (a formatted
+	// "Kind.group" key would put "a.b" first, '.' sorting before '/').
+	ordered := []health.EntryPosition{
+		{Wave: -1, Group: "z", Kind: "Z", Name: "z"},
+		{Wave: 0, Kind: "ConfigMap", Namespace: "b", Name: "a"},
+		{Wave: 0, Group: "a", Kind: "X", Name: "n"},
+		{Wave: 0, Group: "a.b", Kind: "A", Name: "n"},
+		{Wave: 0, Group: "a.b", Kind: "B", Namespace: "", Name: "n"},
+		{Wave: 0, Group: "a.b", Kind: "B", Namespace: "ns", Name: "m"},
+		{Wave: 0, Group: "a.b", Kind: "B", Namespace: "ns", Name: "n"},
+		{Wave: 3, Kind: "Secret", Namespace: "a", Name: "a"},
+	}
+	for i := range ordered {
+		for j := range ordered {
+			want := cmpInt(i, j)
+			if got := health.CompareEntries(ordered[i], ordered[j]); got != want {
+				t.Errorf("CompareEntries(%v, %v) = %d, want %d", ordered[i], ordered[j], got, want)
+			}
+		}
+	}
+}
+
+func cmpInt(a, b int) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}

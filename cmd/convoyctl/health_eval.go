@@ -198,15 +198,15 @@ func evaluate(ctx context.Context, ev *health.Evaluator, obj *unstructured.Unstr
 	if err != nil {
 		return evalLine{}, err
 	}
-	state, _ := health.DeriveState(r, anchor, deadline, now)
+	j := health.Judge(r, anchor, deadline, now)
 	line := evalLine{
 		APIVersion: obj.GetAPIVersion(),
 		Kind:       obj.GetKind(),
 		Namespace:  obj.GetNamespace(),
 		Name:       obj.GetName(),
-		State:      state,
+		State:      j.State,
 		Message:    r.Message,
-		DecidedBy:  health.Explain(r, state),
+		DecidedBy:  j.DecidedBy,
 
 		RulesApplied: r.RulesApplied,
 	}

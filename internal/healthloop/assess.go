@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -192,11 +192,8 @@ func (h *HealthController) assessItemsWith(ctx context.Context, pt *passTenant, 
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
-	sort.SliceStable(results, func(i, j int) bool {
-		if wi, wj := results[i].entry.GetWave(), results[j].entry.GetWave(); wi != wj {
-			return wi < wj
-		}
-		return results[i].key.String() < results[j].key.String()
+	slices.SortStableFunc(results, func(a, b itemResult) int {
+		return health.CompareEntries(a.position(), b.position())
 	})
 	return results, nil
 }
@@ -234,8 +231,9 @@ func (h *HealthController) assessItem(ctx context.Context, pt *passTenant, ev *h
 			res = health.Result{Outcome: health.Error, Message: health.TruncateMessage("cannot read object: " + err.Error()), RuleIndex: -1}
 		}
 	}
-	state, anchor := health.DeriveState(res, p.firstUnhealthy, deadline, now)
-	r.state, r.message, r.anchor = state, res.Message, anchor
+	j := health.Judge(res, p.firstUnhealthy, deadline, now)
+	state := j.State
+	r.state, r.message, r.anchor = state, res.Message, j.FirstUnhealthy
 	if state == v1alpha1.StateHealthy {
 		r.message = ""
 	}
@@ -243,6 +241,11 @@ func (h *HealthController) assessItem(ctx context.Context, pt *passTenant, ev *h
 		h.logFrom(ctx).V(1).Info("object not healthy", "object", r.key.String(), "state", state, "message", r.message, "ruleSet", res.RuleSet, "rule", res.RuleIndex)
 	}
 	return r, nil
+}
+
+// position is where the entry stands in the order of a pass (health.CompareEntries).
+func (r *itemResult) position() health.EntryPosition {
+	return health.EntryPosition{Wave: r.entry.GetWave(), Group: r.key.Group, Kind: r.key.Kind, Namespace: r.key.Namespace, Name: r.key.Name}
 }
 
 // isUnservedResource tells a 404 for an unknown resource type (the API server names no

@@ -31,7 +31,7 @@
 // schema stays as the contract fixes it, so which rule decided an entry, and how many
 // rules judge it, are not stored; re-evaluating the rules of the entries that are not
 // Healthy, with the loop's own selection (rulesets.Collect), evaluator and state
-// derivation (health.DeriveState, health.Explain), gives the same answer the loop would
+// derivation (health.Judge), gives the same answer the loop would
 // give now, and is bounded per request (DefaultExplainMaxEntries,
 // DefaultExplainTimeout). Counting the rules that match each entry (rulesApplied, so
 // that a Healthy entry that no rule judges shows as such) needs only the selection: one

@@ -183,8 +183,7 @@ func (x *Explainer) Explain(ctx context.Context, rel *v1alpha1.Release, inv *v1a
 			if e.FirstUnhealthy != nil {
 				anchor = &e.FirstUnhealthy.Time
 			}
-			state, _ := health.DeriveState(r, anchor, deadline, now)
-			e.DecidedBy = health.Explain(r, state)
+			e.DecidedBy = health.Judge(r, anchor, deadline, now).DecidedBy
 			return nil
 		})
 	}

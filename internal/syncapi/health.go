@@ -1,9 +1,10 @@
 package syncapi
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -160,27 +161,14 @@ func BuildHealthResult(rel *v1alpha1.Release, inv *v1alpha1.ReleaseInventory) (H
 	for i := range hooks {
 		resp.Hooks = append(resp.Hooks, healthHook(&hooks[i]))
 	}
-	sort.Slice(resp.Entries, func(i, j int) bool { return entryLess(&resp.Entries[i], &resp.Entries[j]) })
-	sort.Slice(resp.Hooks, func(i, j int) bool { return resp.Hooks[i].Name < resp.Hooks[j].Name })
+	slices.SortFunc(resp.Entries, func(a, b HealthEntry) int { return health.CompareEntries(a.position(), b.position()) })
+	slices.SortFunc(resp.Hooks, func(a, b HealthHook) int { return cmp.Compare(a.Name, b.Name) })
 	return resp, nil
 }
 
-// entryLess orders entries by wave, then by their four keys: the order in which the
-// controller-manager applies them, and a total order (the keys are unique).
-func entryLess(a, b *HealthEntry) bool {
-	if a.Wave != b.Wave {
-		return a.Wave < b.Wave
-	}
-	if a.Group != b.Group {
-		return a.Group < b.Group
-	}
-	if a.Kind != b.Kind {
-		return a.Kind < b.Kind
-	}
-	if a.Namespace != b.Namespace {
-		return a.Namespace < b.Namespace
-	}
-	return a.Name < b.Name
+// position is where the entry stands in the order of /health (health.CompareEntries).
+func (e *HealthEntry) position() health.EntryPosition {
+	return health.EntryPosition{Wave: e.Wave, Group: e.Group, Kind: e.Kind, Namespace: e.Namespace, Name: e.Name}
 }
 
 func healthEntry(e *v1alpha1.InventoryEntry) HealthEntry {
