@@ -28,7 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
-	"github.com/kumodo/convoy-observer/internal/syncapi"
+	syncapiclient "github.com/kumodo/convoy-observer/internal/syncapi/client"
 	"github.com/kumodo/convoy-observer/internal/testenv"
 )
 
@@ -174,7 +174,7 @@ func TestServe(t *testing.T) {
 	}
 	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	waitReady(t, hc, url)
-	c := syncapi.NewClient(syncapi.DirectConfig(admin, url, certFile))
+	c := syncapiclient.NewClient(syncapiclient.DirectConfig(admin, url, certFile))
 	if err := c.RequestSync(ctx, "default", "api-demo"); err != nil {
 		t.Fatalf("RequestSync: %v", err)
 	}
@@ -188,7 +188,7 @@ func TestServe(t *testing.T) {
 	if err != nil || h.Release != "default/api-demo" {
 		t.Errorf("Health = %+v, %v", h, err)
 	}
-	anon := syncapi.NewClient(syncapi.DirectConfig(rest.AnonymousClientConfig(admin), url, certFile))
+	anon := syncapiclient.NewClient(syncapiclient.DirectConfig(rest.AnonymousClientConfig(admin), url, certFile))
 	if _, err := anon.Health(ctx, "default", "api-demo"); !apierrors.IsForbidden(err) {
 		t.Errorf("anonymous Health = %v, want 403", err)
 	}

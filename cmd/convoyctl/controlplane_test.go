@@ -16,8 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
-	"github.com/kumodo/convoy-observer/internal/syncapi"
 	"github.com/kumodo/convoy-observer/internal/syncapi/apiserver"
+	syncapiserver "github.com/kumodo/convoy-observer/internal/syncapi/server"
 	"github.com/kumodo/convoy-observer/internal/testenv"
 )
 
@@ -55,9 +55,9 @@ func controlPlane(t *testing.T) *testenv.Env {
 // convoy-api does (the control plane is the local target), and returns its URL.
 func apiServer(t *testing.T, env *testenv.Env) string {
 	t.Helper()
-	e := syncapi.NewEndpoints(env.Client)
+	e := syncapiserver.NewEndpoints(env.Client)
 	e.Log = logr.Discard()
-	e.Explainer = &syncapi.Explainer{Reader: env.Client, LocalConfig: env.Config}
+	e.Explainer = &syncapiserver.Explainer{Reader: env.Client, LocalConfig: env.Config}
 	h, err := apiserver.NewUnauthenticatedHandler(e)
 	if err != nil {
 		t.Fatal(err)

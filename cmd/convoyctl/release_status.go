@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kumodo/convoy-observer/internal/syncapi"
+	syncapiclient "github.com/kumodo/convoy-observer/internal/syncapi/client"
 )
 
 // exitEndpointError is the exit status of release status when the subresources cannot
@@ -47,7 +48,7 @@ func (f *releaseAPIFlags) add(fs *pflag.FlagSet) {
 
 // connect returns a client for the subresources and the namespace to use. Bad flags are
 // usage errors; an unusable kubeconfig is an endpoint error.
-func (f *releaseAPIFlags) connect() (*syncapi.Client, string, error) {
+func (f *releaseAPIFlags) connect() (*syncapiclient.Client, string, error) {
 	if f.apiURL != "" {
 		u, err := url.Parse(f.apiURL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -78,15 +79,15 @@ func (f *releaseAPIFlags) connect() (*syncapi.Client, string, error) {
 	}
 	cfg.Timeout = releaseRequestTimeout
 	if f.apiURL != "" {
-		cfg = syncapi.DirectConfig(cfg, f.apiURL, f.apiCAFile)
+		cfg = syncapiclient.DirectConfig(cfg, f.apiURL, f.apiCAFile)
 	}
-	return syncapi.NewClient(cfg), namespace, nil
+	return syncapiclient.NewClient(cfg), namespace, nil
 }
 
 // fetchReleaseHealth returns the HealthResult of the Release namespace/name; an error
 // (the Release is missing, access is denied, nothing answers) exits with
 // exitEndpointError and names the Release.
-func fetchReleaseHealth(ctx context.Context, c *syncapi.Client, namespace, name string) (*syncapi.HealthResult, error) {
+func fetchReleaseHealth(ctx context.Context, c *syncapiclient.Client, namespace, name string) (*syncapi.HealthResult, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}

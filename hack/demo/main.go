@@ -43,6 +43,7 @@ import (
 
 	"github.com/kumodo/convoy-observer/internal/localcluster"
 	"github.com/kumodo/convoy-observer/internal/syncapi"
+	syncapiclient "github.com/kumodo/convoy-observer/internal/syncapi/client"
 	"github.com/kumodo/convoy-observer/internal/testenv"
 )
 
@@ -193,7 +194,7 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 		disp: disp,
 		m: &monitor{
 			c: cluster.Client, namespace: rel.Namespace, name: rel.Name,
-			api: syncapi.NewClient(apiConfig(cluster)),
+			api: syncapiclient.NewClient(apiConfig(cluster)),
 		},
 		checks: []func() error{cluster.Check, comps.Check},
 		cli:    cliAccess{convoyctl: filepath.Join(binDir, "convoyctl"), kubeconfig: cluster.KubeconfigPath}, // through the kube-apiserver

@@ -11,6 +11,7 @@ import (
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
 	"github.com/kumodo/convoy-observer/internal/syncapi"
+	syncapiclient "github.com/kumodo/convoy-observer/internal/syncapi/client"
 )
 
 // snapshot is what the demo sees of its Release at one moment: the Release (for its
@@ -57,7 +58,7 @@ func (s *snapshot) hook(name string) *syncapi.HealthHook {
 // which convoy-api's /sync endpoint sets when the observer calls it.
 type monitor struct {
 	c         client.Client
-	api       *syncapi.Client
+	api       *syncapiclient.Client
 	namespace string
 	name      string
 

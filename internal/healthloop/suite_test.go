@@ -28,8 +28,9 @@ import (
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
 	"github.com/kumodo/convoy-observer/internal/clustercache"
 	"github.com/kumodo/convoy-observer/internal/controller/base"
-	"github.com/kumodo/convoy-observer/internal/syncapi"
 	"github.com/kumodo/convoy-observer/internal/syncapi/apiserver"
+	syncapiclient "github.com/kumodo/convoy-observer/internal/syncapi/client"
+	syncapiserver "github.com/kumodo/convoy-observer/internal/syncapi/server"
 	"github.com/kumodo/convoy-observer/internal/testenv"
 )
 
@@ -72,7 +73,7 @@ type syncServer struct {
 
 func newSyncServer(t *testing.T) *syncServer {
 	s := &syncServer{}
-	handler, err := apiserver.NewUnauthenticatedHandler(syncapi.NewEndpoints(env.Client))
+	handler, err := apiserver.NewUnauthenticatedHandler(syncapiserver.NewEndpoints(env.Client))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +119,7 @@ func newFixture(t *testing.T) *fixture {
 func (f *fixture) newController() *HealthController {
 	clusters := clustercache.New(clustercache.Options{Local: env.Config, SecretReader: env.Client})
 	h := NewHealthController(env.Client, env.Client, clusters, base.NewShardGate(nil),
-		&syncapi.Client{BaseURL: f.api.URL})
+		&syncapiclient.Client{BaseURL: f.api.URL})
 	h.Clock = f.clock
 	h.Rand = func() float64 { return 0 }
 	return h

@@ -25,7 +25,7 @@ func (e edges) any() bool { return e.waveCompleted || e.renderAdvanced || e.hook
 // releaseGone reports whether err, the error of a sync request for the Release name,
 // says that this Release does not exist: a metav1.Status of reason NotFound whose
 // details name it (kind releases or Release or none; group convoy.kumodo.io or none),
-// as an apierrors.APIStatus (syncapi.Client returns one, through the kube-apiserver
+// as an apierrors.APIStatus (the client of internal/syncapi/client returns one, through the kube-apiserver
 // or from a direct --sync-url). Any other 404 — a wrong --sync-url path, an APIService
 // that is not served — is an error: the edge is kept and the request retried.
 func releaseGone(err error, name string) bool {

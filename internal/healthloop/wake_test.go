@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
-	"github.com/kumodo/convoy-observer/internal/syncapi"
+	syncapiclient "github.com/kumodo/convoy-observer/internal/syncapi/client"
 )
 
 // TestReleaseGone: only a NotFound Status that names the Release drops the edge, from a
@@ -77,14 +77,14 @@ func TestSyncWrongPathIsRetried(t *testing.T) {
 	f.configMap("a", "true")
 	f.inventory(cm("a", 0, "r1"))
 	errorsBefore := testutil.ToFloat64(syncRequests.WithLabelValues("error"))
-	f.h.Waker = &syncapi.Client{BaseURL: f.api.URL + "/wrong"}
+	f.h.Waker = &syncapiclient.Client{BaseURL: f.api.URL + "/wrong"}
 	if _, err := f.h.syncHandler(f.ctx, f.key); err == nil {
 		t.Fatal("a 404 from a wrong --sync-url path did not fail the pass")
 	}
 	if got := testutil.ToFloat64(syncRequests.WithLabelValues("error")); got < errorsBefore+1 {
 		t.Fatal("a 404 from a wrong path was not counted as an error")
 	}
-	f.h.Waker = &syncapi.Client{BaseURL: f.api.URL}
+	f.h.Waker = &syncapiclient.Client{BaseURL: f.api.URL}
 	before := f.api.syncs.Load() // the wrong path reached the server too
 	f.pass()
 	if n := f.api.syncs.Load() - before; n != 1 {

@@ -32,7 +32,7 @@ import (
 	"github.com/kumodo/convoy-observer/internal/healthloop"
 	"github.com/kumodo/convoy-observer/internal/kubeconfig"
 	"github.com/kumodo/convoy-observer/internal/scheme"
-	"github.com/kumodo/convoy-observer/internal/syncapi"
+	syncapiclient "github.com/kumodo/convoy-observer/internal/syncapi/client"
 )
 
 // Options configure one observer replica. Zero values mean the defaults of the flags.
@@ -223,10 +223,10 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, err
 	switch wakeCfg := rest.CopyConfig(cfg); {
 	case o.SyncURL != "":
 		wakeCfg.Timeout = syncTimeout
-		waker = syncapi.NewClient(syncapi.DirectConfig(wakeCfg, o.SyncURL, o.SyncCAFile))
+		waker = syncapiclient.NewClient(syncapiclient.DirectConfig(wakeCfg, o.SyncURL, o.SyncCAFile))
 	case o.SyncThroughAPIServer:
 		wakeCfg.Timeout = syncTimeout
-		waker = syncapi.NewClient(wakeCfg)
+		waker = syncapiclient.NewClient(wakeCfg)
 	}
 	var writer client.Client = live
 	if o.WrapWriter != nil {

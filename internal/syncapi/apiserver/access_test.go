@@ -23,6 +23,7 @@ import (
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
 	"github.com/kumodo/convoy-observer/internal/syncapi"
+	syncapiclient "github.com/kumodo/convoy-observer/internal/syncapi/client"
 )
 
 var nsCounter atomic.Int32
@@ -86,7 +87,7 @@ func TestTenantIsolationThroughTheAggregator(t *testing.T) {
 	cfg, err := env.AddUser("alice")
 	must(t, err)
 	bind(t, a, rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "alice"})
-	alice := syncapi.NewClient(cfg)
+	alice := syncapiclient.NewClient(cfg)
 	ctx := context.Background()
 
 	eventually(t, 10*time.Second, func() error { return alice.RequestSync(ctx, a, "app") }) // RBAC settles
@@ -116,7 +117,7 @@ func TestTenantIsolationThroughTheAggregator(t *testing.T) {
 		t.Error("a forbidden sync set the annotation")
 	}
 
-	anon := syncapi.NewClient(rest.AnonymousClientConfig(env.Config))
+	anon := syncapiclient.NewClient(rest.AnonymousClientConfig(env.Config))
 	if err := anon.RequestSync(ctx, a, "app"); !apierrors.IsUnauthorized(err) && !apierrors.IsForbidden(err) {
 		t.Errorf("anonymous sync = %v, want 401 or 403", err)
 	}
@@ -136,7 +137,7 @@ func TestObserverWakeUpThroughTheAggregator(t *testing.T) {
 	ns := tenant(t, "wake")
 	cfg, err := serviceAccountConfig(context.Background(), "convoy-system", "convoy-observer")
 	must(t, err)
-	waker := syncapi.NewClient(cfg)
+	waker := syncapiclient.NewClient(cfg)
 	eventually(t, 10*time.Second, func() error { return waker.RequestSync(context.Background(), ns, "app") })
 	if syncAnnotation(t, ns, "app") == "" {
 		t.Error("the observer's wake-up did not set the annotation")
@@ -211,7 +212,7 @@ func TestDirectRequests(t *testing.T) {
 	cfg, err := serviceAccountConfig(ctx, a, "bob")
 	must(t, err)
 	bind(t, a, rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: a, Name: "bob"})
-	bob := &syncapi.Client{Config: syncapi.DirectConfig(cfg, apiURL(), agg.ServingCAFile)}
+	bob := &syncapiclient.Client{Config: syncapiclient.DirectConfig(cfg, apiURL(), agg.ServingCAFile)}
 	eventually(t, 15*time.Second, func() error { _, err := bob.Health(ctx, a, "app"); return err })
 	if err := bob.RequestSync(ctx, a, "app"); err != nil {
 		t.Errorf("direct sync with bob's token in %s: %v", a, err)
@@ -221,7 +222,7 @@ func TestDirectRequests(t *testing.T) {
 	}
 	bogus := rest.AnonymousClientConfig(cfg)
 	bogus.BearerToken = "not-a-token"
-	if err := (&syncapi.Client{Config: syncapi.DirectConfig(bogus, apiURL(), agg.ServingCAFile)}).RequestSync(ctx, a, "app"); !apierrors.IsUnauthorized(err) {
+	if err := (&syncapiclient.Client{Config: syncapiclient.DirectConfig(bogus, apiURL(), agg.ServingCAFile)}).RequestSync(ctx, a, "app"); !apierrors.IsUnauthorized(err) {
 		t.Errorf("direct sync with a bogus token = %v, want 401", err)
 	}
 

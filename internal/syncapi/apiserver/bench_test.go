@@ -20,7 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/kumodo/convoy-observer/internal/syncapi"
+	syncapiclient "github.com/kumodo/convoy-observer/internal/syncapi/client"
 )
 
 // benchReleases is the fleet of the benchmarks: Releases bench-0000 … in namespace
@@ -71,14 +71,14 @@ func benchRelease(ctx context.Context, name string) error {
 // benchThroughAggregator sends b.N requests through the kube-apiserver (as an admin,
 // with no client-side rate limit) from `parallel` goroutines, each for a random Release
 // of the fleet, and reports requests per second and the p50 and p99 latency.
-func benchThroughAggregator(b *testing.B, parallel int, do func(c *syncapi.Client, name string) error) {
+func benchThroughAggregator(b *testing.B, parallel int, do func(c *syncapiclient.Client, name string) error) {
 	fleet(b)
 	// go test prints the test binary's stderr with its stdout: a log line per request
 	// would split the result lines. (A benchmark runs alone: no test reads the log.)
 	api.Endpoints.Log = logr.Discard()
 	cfg := rest.CopyConfig(env.Config)
 	cfg.QPS, cfg.Burst = -1, 0
-	c := syncapi.NewClient(cfg)
+	c := syncapiclient.NewClient(cfg)
 	if err := do(c, "bench-0000"); err != nil { // warm the connection and the caches
 		b.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func benchThroughAggregator(b *testing.B, parallel int, do func(c *syncapi.Clien
 // BenchmarkHealthThroughAggregator: GET …/health of 1,000 Releases through the
 // kube-apiserver, 16 requests at a time (`make bench-api`).
 func BenchmarkHealthThroughAggregator(b *testing.B) {
-	benchThroughAggregator(b, 16, func(c *syncapi.Client, name string) error {
+	benchThroughAggregator(b, 16, func(c *syncapiclient.Client, name string) error {
 		_, err := c.Health(context.Background(), benchNS, name)
 		return err
 	})
@@ -135,7 +135,7 @@ func BenchmarkHealthThroughAggregator(b *testing.B) {
 // BenchmarkSyncThroughAggregator: POST …/sync of 1,000 Releases through the
 // kube-apiserver, 16 requests at a time: each is one PATCH by convoy-api.
 func BenchmarkSyncThroughAggregator(b *testing.B) {
-	benchThroughAggregator(b, 16, func(c *syncapi.Client, name string) error {
+	benchThroughAggregator(b, 16, func(c *syncapiclient.Client, name string) error {
 		return c.RequestSync(context.Background(), benchNS, name)
 	})
 }

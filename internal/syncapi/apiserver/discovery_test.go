@@ -18,7 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/restmapper"
 
-	"github.com/kumodo/convoy-observer/internal/syncapi"
+	syncapiclient "github.com/kumodo/convoy-observer/internal/syncapi/client"
 )
 
 // TestDiscoveryAndOpenAPI: through the kube-apiserver, discovery lists the group with
@@ -104,7 +104,7 @@ func TestRequestLogNamesTheUser(t *testing.T) {
 		}
 	}, funcr.Options{})
 	t.Cleanup(func() { api.Endpoints.Log = old })
-	if _, err := syncapi.NewClient(env.Config).Health(context.Background(), ns, "app"); err != nil {
+	if _, err := syncapiclient.NewClient(env.Config).Health(context.Background(), ns, "app"); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.After(10 * time.Second)
@@ -139,7 +139,7 @@ func TestServingCertReload(t *testing.T) {
 		return nil
 	})
 	ns := tenant(t, "reload")
-	if _, err := syncapi.NewClient(env.Config).Health(context.Background(), ns, "app"); err != nil {
+	if _, err := syncapiclient.NewClient(env.Config).Health(context.Background(), ns, "app"); err != nil {
 		t.Errorf("health through the kube-apiserver after the renewal: %v", err)
 	}
 }

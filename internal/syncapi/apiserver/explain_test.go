@@ -17,6 +17,7 @@ import (
 	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
 	"github.com/kumodo/convoy-observer/internal/syncapi"
+	syncapiclient "github.com/kumodo/convoy-observer/internal/syncapi/client"
 )
 
 // explainedRelease creates in ns the Release name on Cluster cluster, selecting a
@@ -70,7 +71,7 @@ func TestHealthExplainedThroughTheAggregator(t *testing.T) {
 	cfg, err := env.AddUser("erin")
 	must(t, err)
 	bind(t, ns, rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "erin"})
-	erin := syncapi.NewClient(cfg)
+	erin := syncapiclient.NewClient(cfg)
 
 	var h *syncapi.HealthResult
 	eventually(t, 10*time.Second, func() error { // RBAC and the informers settle

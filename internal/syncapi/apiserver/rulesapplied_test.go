@@ -15,6 +15,7 @@ import (
 	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
 	"github.com/kumodo/convoy-observer/internal/syncapi"
+	syncapiclient "github.com/kumodo/convoy-observer/internal/syncapi/client"
 )
 
 // appliedEntry is one inventory entry of recordedRelease: its keys, version and resource,
@@ -90,7 +91,7 @@ func TestHealthRulesAppliedThroughTheAggregator(t *testing.T) {
 	cfg, err := env.AddUser("rita")
 	must(t, err)
 	bind(t, ns, rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "rita"})
-	rita := syncapi.NewClient(cfg)
+	rita := syncapiclient.NewClient(cfg)
 
 	applied := func(name string) (map[string]string, string) {
 		t.Helper()

@@ -23,7 +23,7 @@ import (
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
 	"github.com/kumodo/convoy-observer/health"
 	"github.com/kumodo/convoy-observer/internal/scheme"
-	"github.com/kumodo/convoy-observer/internal/syncapi"
+	syncapiserver "github.com/kumodo/convoy-observer/internal/syncapi/server"
 )
 
 // Server is convoy-api: a k8s.io/apiserver generic API server that serves the group
@@ -32,7 +32,7 @@ import (
 // delegated authentication and authorization.
 type Server struct {
 	// Endpoints answers the subresources once a request is authorized.
-	Endpoints *syncapi.Endpoints
+	Endpoints *syncapiserver.Endpoints
 
 	generic *genericapiserver.GenericAPIServer
 	cache   cache.Cache
@@ -76,14 +76,14 @@ func New(o *Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("building the client for %s: %w", cfg.Host, err)
 	}
-	e := syncapi.NewEndpoints(direct)
+	e := syncapiserver.NewEndpoints(direct)
 	e.Reader, e.Fallback = c, direct
 	// rulesApplied of every /health entry (one list of the selected rule sets per
 	// request) and decidedBy, only for Releases with entries that are not Healthy: rule
 	// sets, the Cluster and its kubeconfig Secret read directly (no informers, so a
 	// missing grant is a decidedByError, never an unready server), the local cluster
 	// with convoy-api's own credentials.
-	e.Explainer = &syncapi.Explainer{Reader: direct, LocalConfig: cfg, Evaluators: health.NewEvaluatorCache(0), Kubeconfig: o.TargetKubeconfig}
+	e.Explainer = &syncapiserver.Explainer{Reader: direct, LocalConfig: cfg, Evaluators: health.NewEvaluatorCache(0), Kubeconfig: o.TargetKubeconfig}
 
 	generic, err := newGeneric(gc, e)
 	if err != nil {
@@ -127,7 +127,7 @@ func newConfig() *genericapiserver.Config {
 }
 
 // newGeneric builds the generic server of gc with the group installed over e.
-func newGeneric(gc *genericapiserver.Config, e *syncapi.Endpoints) (*genericapiserver.GenericAPIServer, error) {
+func newGeneric(gc *genericapiserver.Config, e *syncapiserver.Endpoints) (*genericapiserver.GenericAPIServer, error) {
 	generic, err := gc.Complete(nil).New("convoy-api", genericapiserver.NewEmptyDelegate())
 	if err != nil {
 		return nil, err
@@ -144,7 +144,7 @@ func newGeneric(gc *genericapiserver.Config, e *syncapi.Endpoints) (*genericapis
 // the subresources, the probes) exactly as Server serves them, but without TLS,
 // authentication or authorization: every request is served. It is for tests that
 // call convoy-api in-process (httptest.NewServer), never for a listener others reach.
-func NewUnauthenticatedHandler(e *syncapi.Endpoints) (http.Handler, error) {
+func NewUnauthenticatedHandler(e *syncapiserver.Endpoints) (http.Handler, error) {
 	gc := newConfig()
 	gc.LoopbackClientConfig, gc.ExternalAddress = &rest.Config{}, "127.0.0.1:443"
 	generic, err := newGeneric(gc, e)

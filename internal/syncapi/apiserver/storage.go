@@ -11,6 +11,7 @@ import (
 	"k8s.io/apiserver/pkg/registry/rest"
 
 	"github.com/kumodo/convoy-observer/internal/syncapi"
+	syncapiserver "github.com/kumodo/convoy-observer/internal/syncapi/server"
 )
 
 // releasesREST is the parent resource "releases" of the subresources: the installer of
@@ -31,7 +32,7 @@ func (releasesREST) GetSingularName() string { return "release" }
 // healthREST serves GET releases/{name}/health as a rest.Getter: the generic server has
 // routed, authenticated and authorized the request (verb get on releases/health) and
 // put the namespace in the context; other methods answer 405 there.
-type healthREST struct{ e *syncapi.Endpoints }
+type healthREST struct{ e *syncapiserver.Endpoints }
 
 var (
 	_ rest.Getter                   = healthREST{}
@@ -57,7 +58,7 @@ func (h healthREST) Get(ctx context.Context, name string, _ *metav1.GetOptions) 
 // answers 201. The generic server has routed, authenticated and authorized the request
 // before Connect and answers 405 for other methods; the namespace and name come from
 // it, never from the path again.
-type syncREST struct{ e *syncapi.Endpoints }
+type syncREST struct{ e *syncapiserver.Endpoints }
 
 var (
 	_ rest.Connecter                = syncREST{}
@@ -99,7 +100,7 @@ func (syncREST) ProducesMIMETypes(string) []string { return []string{"applicatio
 func (syncREST) ProducesObject(string) any { return syncapi.SyncResponse{} }
 
 // storageMap returns the storage of the group-version over e.
-func storageMap(e *syncapi.Endpoints) map[string]rest.Storage {
+func storageMap(e *syncapiserver.Endpoints) map[string]rest.Storage {
 	return map[string]rest.Storage{
 		"releases":                              releasesREST{},
 		"releases/" + syncapi.SubresourceSync:   syncREST{e},

@@ -1,4 +1,4 @@
-package syncapi_test
+package server_test
 
 import (
 	"encoding/json"

@@ -1,16 +1,12 @@
 package syncapi
 
 import (
-	"cmp"
-	"errors"
-	"fmt"
-	"slices"
-
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
 	"github.com/kumodo/convoy-observer/health"
-	"github.com/kumodo/convoy-observer/internal/inventory"
 )
 
 // HealthResult is the body of GET …/releases/{name}/health (docs/design.md, "Sync and
@@ -127,93 +123,6 @@ type HealthHook struct {
 	FinishedAt *metav1.Time `json:"finishedAt"`
 }
 
-// BuildHealthResult builds the /health response of rel from inv without assessing anything
-// (docs/design.md, "The write protocol"). inv may be nil (no inventory yet): the result then
-// has no entries, no hooks and a zero summary. Only the entries and hooks that the
-// controller-manager still records count (inventory.RecordedEntries), so an entry that
-// the controller-manager dropped vanishes even while the observer's fields keep it in
-// the object. The error is about unreadable managedFields of inv.
-func BuildHealthResult(rel *v1alpha1.Release, inv *v1alpha1.ReleaseInventory) (HealthResult, error) {
-	if rel == nil {
-		return HealthResult{}, errors.New("no release")
-	}
-	resp := HealthResult{
-		Release: rel.Namespace + "/" + rel.Name,
-		Entries: []HealthEntry{},
-		Hooks:   []HealthHook{},
-	}
-	var entries []v1alpha1.InventoryEntry
-	var hooks []v1alpha1.HookEntry
-	if inv != nil {
-		var err error
-		if entries, _, err = inventory.RecordedEntries(inv, ""); err != nil {
-			return HealthResult{}, fmt.Errorf("reading the entries of ReleaseInventory %s/%s: %w", inv.Namespace, inv.Name, err)
-		}
-		if hooks, _, err = inventory.RecordedHooks(inv, ""); err != nil {
-			return HealthResult{}, fmt.Errorf("reading the hooks of ReleaseInventory %s/%s: %w", inv.Namespace, inv.Name, err)
-		}
-	}
-	resp.RenderCurrent = inventory.RenderCurrent(rel.GetLastAttemptedRenderRef(), entries)
-	resp.Summary = inventory.Summarize(entries)
-	for i := range entries {
-		resp.Entries = append(resp.Entries, healthEntry(&entries[i]))
-	}
-	for i := range hooks {
-		resp.Hooks = append(resp.Hooks, healthHook(&hooks[i]))
-	}
-	slices.SortFunc(resp.Entries, func(a, b HealthEntry) int { return health.CompareEntries(a.position(), b.position()) })
-	slices.SortFunc(resp.Hooks, func(a, b HealthHook) int { return cmp.Compare(a.Name, b.Name) })
-	return resp, nil
-}
-
-// position is where the entry stands in the order of /health (health.CompareEntries).
-func (e *HealthEntry) position() health.EntryPosition {
-	return health.EntryPosition{Wave: e.Wave, Group: e.Group, Kind: e.Kind, Namespace: e.Namespace, Name: e.Name}
-}
-
-func healthEntry(e *v1alpha1.InventoryEntry) HealthEntry {
-	out := HealthEntry{
-		Group:             e.Group,
-		Version:           e.Version,
-		Kind:              e.Kind,
-		Namespace:         e.Namespace,
-		Name:              e.Name,
-		Wave:              e.GetWave(),
-		State:             e.State,
-		Message:           e.Message,
-		RenderRef:         e.RenderRef,
-		AssessedRenderRef: e.AssessedRenderRef,
-	}
-	if e.FirstUnhealthy != nil && !e.FirstUnhealthy.IsZero() {
-		t := *e.FirstUnhealthy
-		out.FirstUnhealthy = &t
-	}
-	return out
-}
-
-func healthHook(h *v1alpha1.HookEntry) HealthHook {
-	out := HealthHook{
-		Name:         h.Name,
-		WorkloadKind: h.WorkloadKind,
-		Namespace:    h.Namespace,
-		WorkloadName: h.WorkloadName,
-		State:        h.State,
-		Message:      h.Message,
-	}
-	if h.CreatedAt != nil && !h.CreatedAt.IsZero() {
-		t := *h.CreatedAt
-		out.CreatedAt = &t
-	}
-	if h.FinishedAt != nil && !h.FinishedAt.IsZero() {
-		t := *h.FinishedAt
-		out.FinishedAt = &t
-	}
-	if h.Timeout != "" {
-		out.Timeout = h.Timeout
-	}
-	return out
-}
-
 // OpenAPIModelPrefix starts the OpenAPI model names of the group's types (convoy-api's
 // OpenAPI document).
 const OpenAPIModelPrefix = "com.kumodo.convoy.subresources.v1alpha1."
@@ -229,3 +138,57 @@ func (HealthEntry) OpenAPIModelName() string { return OpenAPIModelPrefix + "Heal
 
 // OpenAPIModelName names HealthHook in OpenAPI.
 func (HealthHook) OpenAPIModelName() string { return OpenAPIModelPrefix + "HealthHook" }
+
+// SyncResponse is the body of a 202 answer of POST …/releases/{name}/sync.
+//
+// +k8s:openapi-gen=true
+type SyncResponse struct {
+	// Release is "namespace/name".
+	Release string `json:"release"`
+	// SyncRequestedAt is the value written to the convoy.kumodo.io/sync-requested-at
+	// annotation (RFC 3339 with nanoseconds, UTC).
+	SyncRequestedAt string `json:"syncRequestedAt"`
+}
+
+// SyncTimeFormat is the layout of the sync annotation: RFC 3339 with all nine digits of
+// nanoseconds (time.RFC3339Nano drops trailing zeros), so two requests within one second
+// always differ and every value parses with time.RFC3339Nano.
+const SyncTimeFormat = "2006-01-02T15:04:05.000000000Z07:00"
+
+// The bodies are runtime.Objects for k8s.io/apiserver's serializers, without apiVersion
+// and kind: their object kind is empty, so the answer is exactly the struct's JSON.
+
+// GetObjectKind is empty: the body carries no apiVersion or kind.
+func (*SyncResponse) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
+
+// DeepCopyObject copies the response.
+func (in *SyncResponse) DeepCopyObject() runtime.Object { out := *in; return &out }
+
+// GetObjectKind is empty: the body carries no apiVersion or kind.
+func (*HealthResult) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
+
+// DeepCopyObject copies the result, its entries and hooks included.
+func (in *HealthResult) DeepCopyObject() runtime.Object {
+	out := *in
+	out.Entries = append([]HealthEntry(nil), in.Entries...)
+	for i, e := range in.Entries {
+		if e.FirstUnhealthy != nil {
+			e.FirstUnhealthy = e.FirstUnhealthy.DeepCopy()
+		}
+		if e.DecidedBy != nil {
+			d := *e.DecidedBy
+			e.DecidedBy = &d
+		}
+		if e.RulesApplied != nil {
+			n := *e.RulesApplied
+			e.RulesApplied = &n
+		}
+		out.Entries[i] = e
+	}
+	out.Hooks = append([]HealthHook(nil), in.Hooks...)
+	for i, h := range in.Hooks {
+		h.CreatedAt, h.FinishedAt = h.CreatedAt.DeepCopy(), h.FinishedAt.DeepCopy()
+		out.Hooks[i] = h
+	}
+	return &out
+}

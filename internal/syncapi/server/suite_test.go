@@ -1,4 +1,4 @@
-package syncapi_test
+package server_test
 
 import (
 	"context"
@@ -19,8 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
-	"github.com/kumodo/convoy-observer/internal/syncapi"
 	"github.com/kumodo/convoy-observer/internal/syncapi/apiserver"
+	syncapiserver "github.com/kumodo/convoy-observer/internal/syncapi/server"
 	"github.com/kumodo/convoy-observer/internal/testenv"
 )
 
@@ -47,9 +47,9 @@ const (
 )
 
 // newServer serves convoy-api's routes over Endpoints of env.Client whose clock is now.
-func newServer(t *testing.T, now func() time.Time) (*httptest.Server, *syncapi.Endpoints) {
+func newServer(t *testing.T, now func() time.Time) (*httptest.Server, *syncapiserver.Endpoints) {
 	t.Helper()
-	e := syncapi.NewEndpoints(env.Client)
+	e := syncapiserver.NewEndpoints(env.Client)
 	e.Log = logr.Discard()
 	if now != nil {
 		e.Now = now
@@ -59,7 +59,7 @@ func newServer(t *testing.T, now func() time.Time) (*httptest.Server, *syncapi.E
 
 // serve serves convoy-api's routes over e in-process, as the generic server routes
 // them (without authentication and authorization), until the test ends.
-func serve(t *testing.T, e *syncapi.Endpoints) *httptest.Server {
+func serve(t *testing.T, e *syncapiserver.Endpoints) *httptest.Server {
 	t.Helper()
 	h, err := apiserver.NewUnauthenticatedHandler(e)
 	if err != nil {

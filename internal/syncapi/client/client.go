@@ -1,9 +1,10 @@
-package syncapi
+package client
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/kumodo/convoy-observer/internal/syncapi"
 	"net/http"
 	"strings"
 	"sync"
@@ -79,7 +80,7 @@ func (c *Client) restClient() (*rest.RESTClient, error) {
 			return
 		}
 		cfg.APIPath = "/apis"
-		cfg.GroupVersion = &schema.GroupVersion{Group: Group, Version: Version}
+		cfg.GroupVersion = &schema.GroupVersion{Group: syncapi.Group, Version: syncapi.Version}
 		cfg.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
 		cfg.ContentType, cfg.AcceptContentTypes = "application/json", "application/json"
 		if cfg.UserAgent == "" {
@@ -91,7 +92,7 @@ func (c *Client) restClient() (*rest.RESTClient, error) {
 			c.rc, c.err = rest.RESTClientFor(cfg)
 		}
 		if c.err != nil {
-			c.err = fmt.Errorf("building the client of %s: %w", PathPrefix, c.err)
+			c.err = fmt.Errorf("building the client of %s: %w", syncapi.PathPrefix, c.err)
 		}
 	})
 	return c.rc, c.err
@@ -105,19 +106,19 @@ func (c *Client) RequestSync(ctx context.Context, namespace, name string) error 
 	if err != nil {
 		return err
 	}
-	return rc.Post().Namespace(namespace).Resource("releases").Name(name).SubResource(SubresourceSync).
+	return rc.Post().Namespace(namespace).Resource("releases").Name(name).SubResource(syncapi.SubresourceSync).
 		Do(ctx).Error()
 }
 
 // Health sends GET …/namespaces/{namespace}/releases/{name}/health and decodes the
-// HealthResult. Errors: see Client; a missing Release is a NotFound
+// syncapi.HealthResult. Errors: see Client; a missing Release is a NotFound
 // *apierrors.StatusError, an undecodable answer an error naming the Release.
-func (c *Client) Health(ctx context.Context, namespace, name string) (*HealthResult, error) {
+func (c *Client) Health(ctx context.Context, namespace, name string) (*syncapi.HealthResult, error) {
 	rc, err := c.restClient()
 	if err != nil {
 		return nil, err
 	}
-	res := rc.Get().Namespace(namespace).Resource("releases").Name(name).SubResource(SubresourceHealth).Do(ctx)
+	res := rc.Get().Namespace(namespace).Resource("releases").Name(name).SubResource(syncapi.SubresourceHealth).Do(ctx)
 	if err := res.Error(); err != nil { // the answer's metav1.Status, which Raw would not decode
 		return nil, err
 	}
@@ -125,7 +126,7 @@ func (c *Client) Health(ctx context.Context, namespace, name string) (*HealthRes
 	if err != nil {
 		return nil, err
 	}
-	out := &HealthResult{}
+	out := &syncapi.HealthResult{}
 	if err := json.Unmarshal(raw, out); err != nil {
 		return nil, fmt.Errorf("decoding the health of release %s/%s: %w", namespace, name, err)
 	}

@@ -1,4 +1,4 @@
-package syncapi_test
+package server_test
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
 	"github.com/kumodo/convoy-observer/internal/syncapi"
+	syncapiserver "github.com/kumodo/convoy-observer/internal/syncapi/server"
 )
 
 func TestSyncSetsAnnotation(t *testing.T) {
@@ -109,7 +110,7 @@ func TestSyncErrors(t *testing.T) {
 				return errors.New("etcd is on fire")
 			},
 		})
-		h := syncapi.NewEndpoints(failing)
+		h := syncapiserver.NewEndpoints(failing)
 		h.Log = logr.Discard()
 		srv := serve(t, h)
 		code, _, body := do(t, http.MethodPost, srv.URL+syncapi.SyncPath("default", "sync-errors"))

@@ -1,4 +1,4 @@
-package syncapi_test
+package server_test
 
 import (
 	"context"
@@ -16,6 +16,8 @@ import (
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
 	"github.com/kumodo/convoy-observer/internal/syncapi"
+	syncapiclient "github.com/kumodo/convoy-observer/internal/syncapi/client"
+	syncapiserver "github.com/kumodo/convoy-observer/internal/syncapi/server"
 )
 
 func TestClientAgainstHandler(t *testing.T) {
@@ -23,7 +25,7 @@ func TestClientAgainstHandler(t *testing.T) {
 	createRelease(t, "client-demo", "r1", nil)
 	now := time.Date(2026, 5, 6, 7, 8, 9, 10, time.UTC)
 	srv, _ := newServer(t, func() time.Time { return now })
-	c := &syncapi.Client{BaseURL: srv.URL + "/"} // a trailing slash is fine
+	c := &syncapiclient.Client{BaseURL: srv.URL + "/"} // a trailing slash is fine
 	ctx := context.Background()
 
 	if err := c.RequestSync(ctx, "default", "client-demo"); err != nil {
@@ -63,7 +65,7 @@ func TestClientErrors(t *testing.T) {
 		http.Error(w, "upstream exploded", http.StatusInternalServerError)
 	}))
 	defer srv.Close()
-	c := &syncapi.Client{Config: &rest.Config{BearerToken: "t0ken"}, BaseURL: srv.URL, HTTP: srv.Client()}
+	c := &syncapiclient.Client{Config: &rest.Config{BearerToken: "t0ken"}, BaseURL: srv.URL, HTTP: srv.Client()}
 
 	err := c.RequestSync(context.Background(), "my-ns", "a.b")
 	if !apierrors.IsInternalError(err) {
@@ -77,7 +79,7 @@ func TestClientErrors(t *testing.T) {
 		t.Errorf("Health against a 500 = %v", err)
 	}
 	// A direct URL carries the caller's credentials like any other call.
-	direct := &syncapi.Client{Config: syncapi.DirectConfig(&rest.Config{Host: "https://kube.example", BearerToken: "t0ken",
+	direct := &syncapiclient.Client{Config: syncapiclient.DirectConfig(&rest.Config{Host: "https://kube.example", BearerToken: "t0ken",
 		TLSClientConfig: rest.TLSClientConfig{CAData: []byte("cluster CA")}}, srv.URL, "")}
 	_ = direct.RequestSync(context.Background(), "default", "x")
 	if gotAuth != "Bearer t0ken" {
@@ -91,7 +93,7 @@ func TestClientErrors(t *testing.T) {
 	if err := c.RequestSync(context.Background(), "default", "x"); err == nil || apierrors.ReasonForError(err) != metav1.StatusReasonUnknown {
 		t.Errorf("RequestSync against a closed server = %v, want a transport error", err)
 	}
-	if err := (&syncapi.Client{}).RequestSync(context.Background(), "default", "x"); err == nil {
+	if err := (&syncapiclient.Client{}).RequestSync(context.Background(), "default", "x"); err == nil {
 		t.Error("a Client without an address sent a request")
 	}
 }
@@ -99,7 +101,7 @@ func TestClientErrors(t *testing.T) {
 func TestRequestLog(t *testing.T) {
 	t.Parallel()
 	lines := make(chan string, 4)
-	h := syncapi.NewEndpoints(env.Client)
+	h := syncapiserver.NewEndpoints(env.Client)
 	h.Log = funcr.New(func(_, args string) { lines <- args }, funcr.Options{})
 	srv := serve(t, h)
 

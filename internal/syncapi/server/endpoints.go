@@ -1,17 +1,16 @@
-package syncapi
+package server
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/kumodo/convoy-observer/internal/syncapi"
 	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apiserver/pkg/endpoints/request"
@@ -24,17 +23,6 @@ import (
 // FieldManagerSync is the field manager of the /sync endpoint's merge patch, so the
 // managedFields of a Release tell who set the sync annotation.
 const FieldManagerSync = "convoy-api"
-
-// SyncResponse is the body of a 202 answer of POST …/releases/{name}/sync.
-//
-// +k8s:openapi-gen=true
-type SyncResponse struct {
-	// Release is "namespace/name".
-	Release string `json:"release"`
-	// SyncRequestedAt is the value written to the convoy.kumodo.io/sync-requested-at
-	// annotation (RFC 3339 with nanoseconds, UTC).
-	SyncRequestedAt string `json:"syncRequestedAt"`
-}
 
 // Endpoints answers the Release subresources /sync and /health. convoy-api's storage
 // (package internal/syncapi/apiserver) calls it once k8s.io/apiserver has routed,
@@ -70,21 +58,16 @@ func NewEndpoints(c client.Client) *Endpoints {
 	return &Endpoints{Now: time.Now, Log: klog.Background().WithName("syncapi"), Reader: c, client: c}
 }
 
-// SyncTimeFormat is the layout of the sync annotation: RFC 3339 with all nine digits of
-// nanoseconds (time.RFC3339Nano drops trailing zeros), so two requests within one second
-// always differ and every value parses with time.RFC3339Nano.
-const SyncTimeFormat = "2006-01-02T15:04:05.000000000Z07:00"
-
 // Sync sets the sync annotation of the Release namespace/name with a JSON merge patch:
 // it carries no resourceVersion, so it never conflicts with the controller-manager's
 // writes, and it names no other field, so it changes nothing else. Errors: 400 for
 // names that cannot be valid, 404 when the Release does not exist, else 500.
-func (e *Endpoints) Sync(ctx context.Context, namespace, name string) (resp *SyncResponse, err error) {
-	defer e.log(ctx, SubresourceSync, namespace, name, &err)
+func (e *Endpoints) Sync(ctx context.Context, namespace, name string) (resp *syncapi.SyncResponse, err error) {
+	defer e.log(ctx, syncapi.SubresourceSync, namespace, name, &err)
 	if err := validNames(namespace, name); err != nil {
 		return nil, err
 	}
-	now := e.Now().UTC().Format(SyncTimeFormat)
+	now := e.Now().UTC().Format(syncapi.SyncTimeFormat)
 	patch, err := json.Marshal(map[string]any{
 		"metadata": map[string]any{
 			"annotations": map[string]string{v1alpha1.SyncRequestedAtAnnotation: now},
@@ -98,15 +81,15 @@ func (e *Endpoints) Sync(ctx context.Context, namespace, name string) (resp *Syn
 	if err != nil {
 		return nil, releaseError(namespace, name, "setting the sync annotation of", err)
 	}
-	return &SyncResponse{Release: namespace + "/" + name, SyncRequestedAt: now}, nil
+	return &syncapi.SyncResponse{Release: namespace + "/" + name, SyncRequestedAt: now}, nil
 }
 
 // Health reads the Release namespace/name and its ReleaseInventory and answers their
-// HealthResult (BuildHealthResult, then the Explainer's decidedBy and rulesApplied).
+// syncapi.HealthResult (BuildHealthResult, then the Explainer's decidedBy and rulesApplied).
 // Errors: 400 for names that cannot be valid, 404 when the Release does not exist,
 // else 500.
-func (e *Endpoints) Health(ctx context.Context, namespace, name string) (resp *HealthResult, err error) {
-	defer e.log(ctx, SubresourceHealth, namespace, name, &err)
+func (e *Endpoints) Health(ctx context.Context, namespace, name string) (resp *syncapi.HealthResult, err error) {
+	defer e.log(ctx, syncapi.SubresourceHealth, namespace, name, &err)
 	if err := validNames(namespace, name); err != nil {
 		return nil, err
 	}
@@ -149,7 +132,7 @@ func (e *Endpoints) log(ctx context.Context, subresource, namespace, name string
 		if st, ok := (*err).(apierrors.APIStatus); ok {
 			code = int(st.Status().Code)
 		}
-	} else if subresource == SubresourceSync {
+	} else if subresource == syncapi.SubresourceSync {
 		code = 202
 	}
 	kv := []any{"subresource", subresource, "status", code, "release", namespace + "/" + name}
@@ -192,42 +175,4 @@ func internalError(message string) error {
 	return &apierrors.StatusError{ErrStatus: metav1.Status{
 		Status: metav1.StatusFailure, Code: 500, Reason: metav1.StatusReasonInternalError, Message: message,
 	}}
-}
-
-// The bodies are runtime.Objects for k8s.io/apiserver's serializers, without apiVersion
-// and kind: their object kind is empty, so the answer is exactly the struct's JSON.
-
-// GetObjectKind is empty: the body carries no apiVersion or kind.
-func (*SyncResponse) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
-
-// DeepCopyObject copies the response.
-func (in *SyncResponse) DeepCopyObject() runtime.Object { out := *in; return &out }
-
-// GetObjectKind is empty: the body carries no apiVersion or kind.
-func (*HealthResult) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
-
-// DeepCopyObject copies the result, its entries and hooks included.
-func (in *HealthResult) DeepCopyObject() runtime.Object {
-	out := *in
-	out.Entries = append([]HealthEntry(nil), in.Entries...)
-	for i, e := range in.Entries {
-		if e.FirstUnhealthy != nil {
-			e.FirstUnhealthy = e.FirstUnhealthy.DeepCopy()
-		}
-		if e.DecidedBy != nil {
-			d := *e.DecidedBy
-			e.DecidedBy = &d
-		}
-		if e.RulesApplied != nil {
-			n := *e.RulesApplied
-			e.RulesApplied = &n
-		}
-		out.Entries[i] = e
-	}
-	out.Hooks = append([]HealthHook(nil), in.Hooks...)
-	for i, h := range in.Hooks {
-		h.CreatedAt, h.FinishedAt = h.CreatedAt.DeepCopy(), h.FinishedAt.DeepCopy()
-		out.Hooks[i] = h
-	}
-	return &out
 }

@@ -1,4 +1,4 @@
-package syncapi_test
+package server_test
 
 import (
 	"context"
@@ -23,6 +23,7 @@ import (
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
 	"github.com/kumodo/convoy-observer/health"
 	"github.com/kumodo/convoy-observer/internal/syncapi"
+	syncapiserver "github.com/kumodo/convoy-observer/internal/syncapi/server"
 )
 
 // explainedRelease creates, in namespace default, a HealthRuleSet labelled for the test,
@@ -73,9 +74,9 @@ func explainedRelease(t *testing.T, name, cluster string, rules []extv1alpha1.Ru
 
 // explainedHealth serves /health with x and returns, per entry name without the release
 // prefix, "KIND NAMESPACE/NAME RULE CAUSE" of decidedBy or "-", and decidedByError.
-func explainedHealth(t *testing.T, name string, x *syncapi.Explainer) (map[string]string, string) {
+func explainedHealth(t *testing.T, name string, x *syncapiserver.Explainer) (map[string]string, string) {
 	t.Helper()
-	h := syncapi.NewEndpoints(env.Client)
+	h := syncapiserver.NewEndpoints(env.Client)
 	h.Log, h.Explainer = logr.Discard(), x
 	srv := serve(t, h)
 	_, body := getHealth(t, srv.URL+syncapi.HealthPath("default", name))
@@ -130,7 +131,7 @@ func TestHealthExplainsEntries(t *testing.T) {
 	}, map[string]string{
 		"failing": "Progressing", "late": "Degraded", "broken": "Unknown", "recovered": "Progressing", "ok": "Healthy", "missing": "Unknown",
 	})
-	got, explainErr := explainedHealth(t, name, &syncapi.Explainer{Reader: env.Client})
+	got, explainErr := explainedHealth(t, name, &syncapiserver.Explainer{Reader: env.Client})
 	want := map[string]string{
 		"failing":   "HealthRuleSet default/" + name + " 1 RuleFailed",
 		"late":      "HealthRuleSet default/" + name + " 1 DeadlinePassed",
@@ -175,17 +176,17 @@ func TestHealthExplainErrors(t *testing.T) {
 	explainedRelease(t, "explain-invalid", "explain-local", []extv1alpha1.RuleSpec{
 		{APIVersion: "v1", Resources: []string{"configmaps"}, RuleExpression: "object.data +"},
 	}, nil, map[string]string{"a": "Unknown"})
-	local := &syncapi.Explainer{Reader: env.Client, LocalConfig: env.Config}
+	local := &syncapiserver.Explainer{Reader: env.Client, LocalConfig: env.Config}
 	cases := []struct {
 		name, release string
-		x             *syncapi.Explainer
+		x             *syncapiserver.Explainer
 		explained     int
 		err           string
 	}{
 		{"every entry", "explain-errors", local, 3, ""},
-		{"more entries than one request explains", "explain-errors", &syncapi.Explainer{Reader: env.Client, LocalConfig: env.Config, MaxEntries: 2}, 2,
+		{"more entries than one request explains", "explain-errors", &syncapiserver.Explainer{Reader: env.Client, LocalConfig: env.Config, MaxEntries: 2}, 2,
 			"only the first 2 of the 3 entries that are not Healthy are explained"},
-		{"no local cluster", "explain-errors", &syncapi.Explainer{Reader: env.Client}, 0, "the Cluster explain-local has no kubeconfigSecretRef"},
+		{"no local cluster", "explain-errors", &syncapiserver.Explainer{Reader: env.Client}, 0, "the Cluster explain-local has no kubeconfigSecretRef"},
 		{"no Cluster", "explain-nocluster", local, 0, "reading Cluster default/no-such-cluster"},
 		{"no such key in the kubeconfig Secret", "explain-nokey", local, 0, `Secret default/explain-nokey of Cluster explain-nokey has no key "value"`},
 		{"rules that do not compile", "explain-invalid", local, 0, "the selected rules do not compile: HealthRuleSet/default/explain-invalid rule 0"},
@@ -229,7 +230,7 @@ func TestHealthExplainBoundsEvaluation(t *testing.T) {
 
 	// 5 s, not less: the reads before the evaluation (the Release, its Cluster, the rule
 	// sets, the objects) share the bound, and on a busy machine they alone took over 1 s.
-	got, explainErr := explainedHealth(t, "explain-slow", &syncapi.Explainer{Reader: env.Client, LocalConfig: env.Config, Timeout: 5 * time.Second})
+	got, explainErr := explainedHealth(t, "explain-slow", &syncapiserver.Explainer{Reader: env.Client, LocalConfig: env.Config, Timeout: 5 * time.Second})
 	for n, d := range got {
 		if d != "-" {
 			t.Errorf("%s: decidedBy %s, want none: its evaluation outlasts the timeout", n, d)
@@ -275,7 +276,7 @@ current-context: c
 	explainedRelease(t, "explain-hung", "explain-hung", []extv1alpha1.RuleSpec{
 		{APIVersion: "v1", Resources: []string{"configmaps"}, RuleExpression: "false"},
 	}, nil, states)
-	_, explainErr := explainedHealth(t, "explain-hung", &syncapi.Explainer{Reader: env.Client, Timeout: 500 * time.Millisecond})
+	_, explainErr := explainedHealth(t, "explain-hung", &syncapiserver.Explainer{Reader: env.Client, Timeout: 500 * time.Millisecond})
 	mustContain(t, "decidedByError", explainErr, "10 objects could not be read")
 	mustContain(t, "decidedByError", explainErr, strings.TrimPrefix(hung.URL, "https://"))
 }
@@ -306,7 +307,7 @@ func TestHealthExplainUsesOnlySelectedRuleSets(t *testing.T) {
 	}
 	explainedRelease(t, name, name, []extv1alpha1.RuleSpec{{APIVersion: "v1", Resources: []string{"configmaps"}, RuleExpression: "true"}},
 		map[string]map[string]string{"a": {}}, map[string]string{"a": "Progressing"})
-	got, explainErr := explainedHealth(t, name, &syncapi.Explainer{Reader: env.Client, LocalConfig: env.Config})
+	got, explainErr := explainedHealth(t, name, &syncapiserver.Explainer{Reader: env.Client, LocalConfig: env.Config})
 	if got["a"] != "-" || explainErr != "" {
 		t.Errorf("decidedBy %s, decidedByError %q; want none: only the Release's own namespace's set is selected, and it passes", got["a"], explainErr)
 	}
@@ -356,7 +357,7 @@ func TestHealthExplainReusesTargetConnections(t *testing.T) {
 	explainedRelease(t, "explain-proxied", "explain-proxied", []extv1alpha1.RuleSpec{
 		{APIVersion: "v1", Resources: []string{"configmaps"}, RuleExpression: "false"},
 	}, map[string]map[string]string{"a": {}, "b": {}}, map[string]string{"a": "Progressing", "b": "Progressing"})
-	x := &syncapi.Explainer{Reader: env.Client}
+	x := &syncapiserver.Explainer{Reader: env.Client}
 	for range 20 {
 		got, explainErr := explainedHealth(t, "explain-proxied", x)
 		if got["a"] == "-" || explainErr != "" {

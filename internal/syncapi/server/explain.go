@@ -1,9 +1,10 @@
-package syncapi
+package server
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/kumodo/convoy-observer/internal/syncapi"
 	"sync"
 	"time"
 
@@ -33,8 +34,8 @@ const (
 	explainConcurrency = 4
 )
 
-// Explainer says which rule decided each entry of a HealthResult that is not
-// Healthy (HealthEntry.DecidedBy): it re-evaluates, on demand, the rules that the
+// Explainer says which rule decided each entry of a syncapi.HealthResult that is not
+// Healthy (syncapi.HealthEntry.DecidedBy): it re-evaluates, on demand, the rules that the
 // Release selects (rulesets.Collect, compiled as the loop compiles them) against the
 // live objects of those entries, as the health loop evaluates them, and writes nothing.
 // The answer is as of now: an object that recovered since the loop's last pass has no
@@ -86,7 +87,7 @@ type Explainer struct {
 // (then no entry has RulesApplied either), an unreadable Cluster or kubeconfig Secret,
 // objects that could not be read, entries whose rules did not finish within Timeout, or
 // more entries than MaxEntries are; the entries explained before it stay set.
-func (x *Explainer) Explain(ctx context.Context, rel *v1alpha1.Release, inv *v1alpha1.ReleaseInventory, resp *HealthResult) error {
+func (x *Explainer) Explain(ctx context.Context, rel *v1alpha1.Release, inv *v1alpha1.ReleaseInventory, resp *syncapi.HealthResult) error {
 	if len(resp.Entries) == 0 || inv == nil {
 		return nil
 	}

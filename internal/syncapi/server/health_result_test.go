@@ -1,4 +1,4 @@
-package syncapi_test
+package server_test
 
 import (
 	"testing"
@@ -6,17 +6,17 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
-	"github.com/kumodo/convoy-observer/internal/syncapi"
+	syncapiserver "github.com/kumodo/convoy-observer/internal/syncapi/server"
 )
 
 func TestHealthResultPure(t *testing.T) {
 	t.Parallel()
 	rel := &v1alpha1.Release{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "rel"}}
-	if _, err := syncapi.BuildHealthResult(nil, nil); err == nil {
+	if _, err := syncapiserver.BuildHealthResult(nil, nil); err == nil {
 		t.Error("BuildHealthResult(nil, nil) succeeded")
 	}
 
-	got, err := syncapi.BuildHealthResult(rel, nil)
+	got, err := syncapiserver.BuildHealthResult(rel, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,12 +31,12 @@ func TestHealthResultPure(t *testing.T) {
 		Entries:    []v1alpha1.InventoryEntry{{Kind: "ConfigMap", Namespace: "ns", Name: "a", State: v1alpha1.StateHealthy}},
 		Hooks:      []v1alpha1.HookEntry{{Name: "pre"}},
 	}
-	if got, err = syncapi.BuildHealthResult(rel, inv); err != nil || len(got.Entries) != 0 || len(got.Hooks) != 0 || got.Summary.Total != 0 {
+	if got, err = syncapiserver.BuildHealthResult(rel, inv); err != nil || len(got.Entries) != 0 || len(got.Hooks) != 0 || got.Summary.Total != 0 {
 		t.Errorf("unrecorded entries: %+v, %v", got, err)
 	}
 
 	inv.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "x", FieldsV1: &metav1.FieldsV1{Raw: []byte("not json")}}}
-	if _, err := syncapi.BuildHealthResult(rel, inv); err == nil {
+	if _, err := syncapiserver.BuildHealthResult(rel, inv); err == nil {
 		t.Error("unparsable managedFields gave no error")
 	}
 }

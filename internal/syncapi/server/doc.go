@@ -1,0 +1,36 @@
+// Package server answers the Release subresources /sync and /health (Endpoints) from
+// the namespace and name that convoy-api's generic server hands it (package
+// apiserver installs it: health as a rest.Getter, sync as a rest.Connecter, and the
+// generic server routes, authenticates and authorizes every request and serves
+// discovery, OpenAPI, the probes and the 404s and 405s). It does no routing of its own.
+//
+// Why /sync is a merge patch of one annotation: the controller-manager watches its
+// Releases, so a new value of convoy.kumodo.io/sync-requested-at wakes it, and a JSON
+// merge patch without a resourceVersion never conflicts with the controller-manager's
+// own writes and never touches another field. The value is the request time in
+// SyncTimeFormat (RFC 3339 with nine digits of nanoseconds, UTC) from Endpoints.Now, so every
+// request changes it.
+//
+// Why /health does not assess (docs/design.md, "The write protocol"): the health loop is the
+// only writer of assessments; BuildHealthResult is a pure function that turns what the loop
+// wrote into the ReleaseInventory into a response. It shows only the entries and hooks
+// that the controller-manager still records (inventory.RecordedEntries): Server-Side
+// Apply keeps an element alive while the observer's field manager still owns some of
+// its fields, and such a leftover must not appear in /health or in its summary.
+//
+// Why decidedBy and rulesApplied are computed per request (Explainer): the inventory
+// schema stays as the contract fixes it, so which rule decided an entry, and how many
+// rules judge it, are not stored; re-evaluating the rules of the entries that are not
+// Healthy, with the loop's own selection (rulesets.Collect), evaluator and state
+// derivation (health.Judge), gives the same answer the loop would
+// give now, and is bounded per request (DefaultExplainMaxEntries,
+// DefaultExplainTimeout). Counting the rules that match each entry (rulesApplied, so
+// that a Healthy entry that no rule judges shows as such) needs only the selection: one
+// list of the rule sets per request, compiled once per selection, and no read of the
+// target.
+//
+// Use:
+//
+//	e := server.NewEndpoints(c) // c: a controller-runtime client; e.Reader may be a cache
+//	h, err := apiserver.NewUnauthenticatedHandler(e) // in tests; convoy-api: apiserver.New
+package server

@@ -1,0 +1,100 @@
+package server
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+
+	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
+	"github.com/kumodo/convoy-observer/health"
+	"github.com/kumodo/convoy-observer/internal/inventory"
+	"github.com/kumodo/convoy-observer/internal/syncapi"
+)
+
+// BuildHealthResult builds the /health response of rel from inv without assessing anything
+// (docs/design.md, "The write protocol"). inv may be nil (no inventory yet): the result then
+// has no entries, no hooks and a zero summary. Only the entries and hooks that the
+// controller-manager still records count (inventory.RecordedEntries), so an entry that
+// the controller-manager dropped vanishes even while the observer's fields keep it in
+// the object. The error is about unreadable managedFields of inv.
+func BuildHealthResult(rel *v1alpha1.Release, inv *v1alpha1.ReleaseInventory) (syncapi.HealthResult, error) {
+	if rel == nil {
+		return syncapi.HealthResult{}, errors.New("no release")
+	}
+	resp := syncapi.HealthResult{
+		Release: rel.Namespace + "/" + rel.Name,
+		Entries: []syncapi.HealthEntry{},
+		Hooks:   []syncapi.HealthHook{},
+	}
+	var entries []v1alpha1.InventoryEntry
+	var hooks []v1alpha1.HookEntry
+	if inv != nil {
+		var err error
+		if entries, _, err = inventory.RecordedEntries(inv, ""); err != nil {
+			return syncapi.HealthResult{}, fmt.Errorf("reading the entries of ReleaseInventory %s/%s: %w", inv.Namespace, inv.Name, err)
+		}
+		if hooks, _, err = inventory.RecordedHooks(inv, ""); err != nil {
+			return syncapi.HealthResult{}, fmt.Errorf("reading the hooks of ReleaseInventory %s/%s: %w", inv.Namespace, inv.Name, err)
+		}
+	}
+	resp.RenderCurrent = inventory.RenderCurrent(rel.GetLastAttemptedRenderRef(), entries)
+	resp.Summary = inventory.Summarize(entries)
+	for i := range entries {
+		resp.Entries = append(resp.Entries, healthEntry(&entries[i]))
+	}
+	for i := range hooks {
+		resp.Hooks = append(resp.Hooks, healthHook(&hooks[i]))
+	}
+	slices.SortFunc(resp.Entries, func(a, b syncapi.HealthEntry) int { return health.CompareEntries(entryPosition(&a), entryPosition(&b)) })
+	slices.SortFunc(resp.Hooks, func(a, b syncapi.HealthHook) int { return cmp.Compare(a.Name, b.Name) })
+	return resp, nil
+}
+
+// position is where the entry stands in the order of /health (health.CompareEntries).
+func entryPosition(e *syncapi.HealthEntry) health.EntryPosition {
+	return health.EntryPosition{Wave: e.Wave, Group: e.Group, Kind: e.Kind, Namespace: e.Namespace, Name: e.Name}
+}
+
+func healthEntry(e *v1alpha1.InventoryEntry) syncapi.HealthEntry {
+	out := syncapi.HealthEntry{
+		Group:             e.Group,
+		Version:           e.Version,
+		Kind:              e.Kind,
+		Namespace:         e.Namespace,
+		Name:              e.Name,
+		Wave:              e.GetWave(),
+		State:             e.State,
+		Message:           e.Message,
+		RenderRef:         e.RenderRef,
+		AssessedRenderRef: e.AssessedRenderRef,
+	}
+	if e.FirstUnhealthy != nil && !e.FirstUnhealthy.IsZero() {
+		t := *e.FirstUnhealthy
+		out.FirstUnhealthy = &t
+	}
+	return out
+}
+
+func healthHook(h *v1alpha1.HookEntry) syncapi.HealthHook {
+	out := syncapi.HealthHook{
+		Name:         h.Name,
+		WorkloadKind: h.WorkloadKind,
+		Namespace:    h.Namespace,
+		WorkloadName: h.WorkloadName,
+		State:        h.State,
+		Message:      h.Message,
+	}
+	if h.CreatedAt != nil && !h.CreatedAt.IsZero() {
+		t := *h.CreatedAt
+		out.CreatedAt = &t
+	}
+	if h.FinishedAt != nil && !h.FinishedAt.IsZero() {
+		t := *h.FinishedAt
+		out.FinishedAt = &t
+	}
+	if h.Timeout != "" {
+		out.Timeout = h.Timeout
+	}
+	return out
+}
