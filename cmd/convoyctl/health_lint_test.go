@@ -62,8 +62,11 @@ func TestHealthLintLibraryDirectory(t *testing.T) {
 	}
 	for _, line := range strings.Split(strings.TrimSpace(stdout), "\n") {
 		// note: SET rule I resources: GROUP/VERSION RESOURCE not type-checked: …
+		// A wildcard rule on a built-in group (apiregistration.k8s.io/*) is type-checked
+		// against the versions Kubernetes serves; its note says that the others are not.
 		group, isGroup := noteGroup(line)
-		if !strings.HasPrefix(line, "note: ") || !isGroup || builtinGroups[group] {
+		checkedWildcard := strings.Contains(line, " is a wildcard: type-checked against the ")
+		if !strings.HasPrefix(line, "note: ") || !isGroup || builtinGroups[group] && !checkedWildcard {
 			t.Errorf("offline: a finding that is not a note on a third-party CRD: %s", line)
 		}
 	}
