@@ -11,7 +11,7 @@
 //	POST /apis/subresources.convoy.kumodo.io/v1alpha1/namespaces/{ns}/releases/{name}/sync
 //	GET  /apis/subresources.convoy.kumodo.io/v1alpha1/namespaces/{ns}/releases/{name}/health
 //
-// Shapes where the contract is silent: every field of an entry or hook is serialized,
+// Shapes the published API leaves open: every field of an entry or hook is serialized,
 // even when empty (group and namespace must be, and a fixed shape is easier on
 // clients); unset times (firstUnhealthy, createdAt, finishedAt) are null; an entry not
 // assessed yet has state "" and counts as unknown in the summary. Errors are

@@ -33,8 +33,9 @@ type HealthResult struct {
 	// although a rule may decide them (for example the rules do not compile, the
 	// target cannot be read, or more entries than one request explains), or why the
 	// entries have no rulesApplied (the rule sets cannot be listed or do not compile);
-	// "" when every such entry was explained or no explanation was asked for. Added to
-	// the contract's HealthResult (it may gain fields).
+	// "" when every such entry was explained or no explanation was asked for.
+	// A field added to HealthResult after its first version (clients ignore fields
+	// they do not know).
 	DecidedByError string `json:"decidedByError"`
 }
 
@@ -78,8 +79,9 @@ type HealthEntry struct {
 	// the rules against the live object (Explainer), never stored; null for a Healthy
 	// or unassessed entry, one that no rule decides (its object is missing or
 	// unreadable, or it passes now), or when the server does not explain (see
-	// DecidedByError). Added to the contract's HealthResult (it may gain
-	// fields).
+	// DecidedByError).
+	// A field added to HealthResult after its first version (clients ignore fields
+	// they do not know).
 	// +nullable
 	DecidedBy *health.Decider `json:"decidedBy"`
 	// RulesApplied is the number of rules that the Release selects now and whose
@@ -89,8 +91,9 @@ type HealthEntry struct {
 	// entry of a Release without spec.healthAssessment (nothing is selected). Computed
 	// per request from the selected rule sets (Explainer), never stored; null when the
 	// server does not compute it or cannot (the rule sets cannot be listed or do not
-	// compile: DecidedByError says why). Added to the contract's HealthResult (it may
-	// gain fields).
+	// compile: DecidedByError says why).
+	// A field added to HealthResult after its first version (clients ignore fields
+	// they do not know).
 	// +nullable
 	RulesApplied *int `json:"rulesApplied"`
 }

@@ -19,7 +19,7 @@
 // its fields, and such a leftover must not appear in /health or in its summary.
 //
 // Why decidedBy and rulesApplied are computed per request (Explainer): the inventory
-// schema stays as the contract fixes it, so which rule decided an entry, and how many
+// schema stays as published (api/v1alpha1), so which rule decided an entry, and how many
 // rules judge it, are not stored; re-evaluating the rules of the entries that are not
 // Healthy, with the loop's own selection (rulesets.Collect), evaluator and state
 // derivation (health.Judge), gives the same answer the loop would
