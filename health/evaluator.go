@@ -9,113 +9,11 @@ import (
 	"sync/atomic"
 
 	"github.com/google/cel-go/cel"
-	celast "github.com/google/cel-go/common/ast"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
 
 	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
 )
-
-// Kinds of the two rule set types, as they appear in Result.RuleSet, CompileError.Kind
-// and the general failure message.
-const (
-	KindGlobalHealthRuleSet = "GlobalHealthRuleSet"
-	KindHealthRuleSet       = "HealthRuleSet"
-)
-
-// Outcome is the verdict of the rules on one object.
-type Outcome int
-
-const (
-	// Pass means that every applicable rule returned true, or that no rule applies.
-	Pass Outcome = iota
-	// Fail means that an applicable rule returned false; it gives the message.
-	Fail
-	// Error means that an applicable rule could not be evaluated: CEL returned an
-	// error, ran out of its cost budget, or returned something other than a bool.
-	Error
-)
-
-// String returns Pass, Fail or Error.
-func (o Outcome) String() string {
-	switch o {
-	case Pass:
-		return "Pass"
-	case Fail:
-		return "Fail"
-	case Error:
-		return "Error"
-	default:
-		return fmt.Sprintf("Outcome(%d)", int(o))
-	}
-}
-
-// Result is the verdict of the rules on one object (docs/design.md,
-// "Result", "Rule order" and "Messages").
-type Result struct {
-	// Outcome is Pass, Fail or Error.
-	Outcome Outcome
-	// Message is "" on Pass; on Fail the value of the deciding rule's
-	// messageExpression, or "health rule <i> of <Kind>/<name> not satisfied" when it
-	// has none, fails or returns a non-string; on Error "evaluation error: <CEL error>".
-	// It is already cut by TruncateMessage (at most 1024 runes).
-	Message string
-	// RuleSet names the set of the deciding rule: "GlobalHealthRuleSet/<name>" or
-	// "HealthRuleSet/<namespace>/<name>" ("HealthRuleSet/<name>" when the set has no
-	// namespace). "" when no rule decided (Pass).
-	RuleSet string
-	// RuleIndex is the 0-based index of the deciding rule in its set's spec.rules;
-	// -1 when no rule decided (Pass).
-	RuleIndex int
-	// DecidedBy names the rule that decided a Fail or an Error and why; nil on Pass and
-	// on results that no rule decided (an object that could not be read). It is shared
-	// between results and must not be modified.
-	DecidedBy *Decider
-	// RulesApplied is the number of selected rules whose apiVersion and resources match
-	// the object, whether or not evaluation reached them: 0 on a Pass means that no rule
-	// judged the object (it is Healthy only because nothing applies to it).
-	RulesApplied int
-}
-
-// Cause says how a rule decided an entry's state: RuleFailed, DeadlinePassed or
-// EvaluationError. Evaluate gives RuleFailed or EvaluationError; Explain turns a
-// RuleFailed into DeadlinePassed when the deadline made the entry Degraded.
-type Cause string
-
-const (
-	// CauseRuleFailed: the rule's ruleExpression returned false (Outcome Fail).
-	CauseRuleFailed Cause = "RuleFailed"
-	// CauseEvaluationError: the rule's ruleExpression could not be evaluated, ran out
-	// of its cost budget or returned a non-bool (Outcome Error).
-	CauseEvaluationError Cause = "EvaluationError"
-	// CauseDeadlinePassed: the rule's ruleExpression returned false and the Release's
-	// spec.healthAssessment.deadline has passed since the object first failed, so the
-	// entry is Degraded rather than Progressing (docs/design.md, "Per-entry
-	// evaluation"). Only Explain gives it.
-	CauseDeadlinePassed Cause = "DeadlinePassed"
-)
-
-// Decider names the rule that decided a result, for explanations (the decidedBy of
-// /health, convoyctl release status and health eval) and lint. Its JSON is
-// {"kind","namespace","name","rule","cause"}.
-//
-// +k8s:openapi-gen=true
-type Decider struct {
-	// Kind is GlobalHealthRuleSet or HealthRuleSet.
-	Kind string `json:"kind"`
-	// Namespace of a HealthRuleSet; "" for a GlobalHealthRuleSet.
-	Namespace string `json:"namespace"`
-	// Name of the rule set.
-	Name string `json:"name"`
-	// Rule is the 0-based index of the rule in the set's spec.rules.
-	Rule int `json:"rule"`
-	// Cause is RuleFailed or EvaluationError in a Result; Explain may make it
-	// DeadlinePassed.
-	Cause Cause `json:"cause"`
-}
-
-// passedResult is the Result of an object that passes n applicable rules.
-func passedResult(n int) Result { return Result{Outcome: Pass, RuleIndex: -1, RulesApplied: n} }
 
 // matchKey indexes rules by what they match (docs/design.md, "Match"): API version and resource.
 type matchKey struct {
@@ -339,59 +237,6 @@ func (e *Evaluator) RulesApplied(apiVersion, resource string) int {
 	return len(e.rulesFor(matchKey{apiVersion: apiVersion, resource: resource}).rules)
 }
 
-// compile parses and type-checks expr in Kubernetes' base environment and plans it with
-// the call guard (guard.go), which charges every call from its arguments before it runs
-// and, in an expression with comprehensions, every step of every iteration. An
-// expression without comprehensions does at most as many steps as it has nodes besides
-// its calls, so only its calls are charged.
-//
-// The type of the result is not checked here: docs/design.md ("Result", "Messages") makes a ruleExpression that
-// returns a non-bool an evaluation error and a non-string messageExpression the general
-// message, so Evaluate checks the values it gets instead.
-func compile(env *celEnv, expr string) (cel.Program, error) {
-	prg, _, err := compileChecked(env, expr)
-	return prg, err
-}
-
-// compileChecked is compile that also returns the checked expression.
-func compileChecked(env *celEnv, expr string) (cel.Program, *celast.AST, error) {
-	ast, iss := env.compile.Compile(expr)
-	if iss.Err() != nil {
-		return nil, nil, iss.Err()
-	}
-	prg, err := plan(env, ast.NativeRep())
-	if err != nil {
-		return nil, nil, err
-	}
-	return prg, ast.NativeRep(), nil
-}
-
-// plan plans a checked expression with the call guard (see compile).
-func plan(env *celEnv, checked *celast.AST) (cel.Program, error) {
-	guard := guardDecorator(env.overloads, hasComprehension(checked.Expr()))
-	prg, err := env.plan.PlanProgram(checked, cel.CustomDecoratorV2(guard), cel.InterruptCheckFrequency(interruptCheckFrequency))
-	if err != nil {
-		return nil, fmt.Errorf("planning the program: %w", err)
-	}
-	return prg, nil
-}
-
-// interruptCheckFrequency is how many comprehension iterations or charged calls pass
-// between two looks at the context of EvaluateContext.
-const interruptCheckFrequency = 64
-
-// hasComprehension reports whether e contains a comprehension (all, exists, map,
-// filter, cel.bind, ...): the only way an expression repeats work.
-func hasComprehension(e celast.Expr) bool {
-	found := false
-	celast.PreOrderVisit(e, celast.NewExprVisitor(func(e celast.Expr) {
-		if e.Kind() == celast.ComprehensionKind {
-			found = true
-		}
-	}))
-	return found
-}
-
 // emptyObject stands for a nil object; it is never modified.
 var emptyObject = map[string]any{}
 
@@ -531,22 +376,4 @@ func (r *compiledRule) failureMessage(ctx context.Context, act *evalActivation) 
 		return r.generalMsg
 	}
 	return string(s)
-}
-
-// result builds the Result decided by this rule.
-func (r *compiledRule) result(o Outcome, message string, applied int) Result {
-	d := r.failed
-	if o == Error {
-		d = r.errored
-	}
-	return Result{Outcome: o, Message: TruncateMessage(message), RuleSet: r.ruleSet, RuleIndex: r.index, DecidedBy: d,
-		RulesApplied: applied}
-}
-
-// typeName names the CEL type of v for an error message.
-func typeName(v ref.Val) string {
-	if v == nil {
-		return "nothing"
-	}
-	return v.Type().TypeName()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -193,7 +194,9 @@ func (s *scenario) mark(ctx context.Context) (int, error) {
 func (s *scenario) waitFor(ctx context.Context, step string, syncsBefore int, needSync bool, cond condFunc) error {
 	start := time.Now()
 	consumed := syncsBefore
-	var missing []string
+	// Until the first snapshot is checked, everything the step waits for is missing: a
+	// timeout that ends the step before then still says what it waited for.
+	missing := []string{"the state of step " + strconv.Quote(step) + " (not checked yet: no snapshot was read before the step ended)"}
 	var lastErr error
 	tick := time.NewTicker(pollInterval)
 	defer tick.Stop()

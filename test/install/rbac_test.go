@@ -1,0 +1,255 @@
+package install
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/yaml"
+)
+
+// auditEvent is what the test reads of an audit event.
+type auditEvent struct {
+	User struct {
+		Username string `json:"username"`
+	} `json:"user"`
+	Verb       string `json:"verb"`
+	RequestURI string `json:"requestURI"`
+	ObjectRef  *struct {
+		Resource    string `json:"resource"`
+		Subresource string `json:"subresource"`
+		Namespace   string `json:"namespace"`
+		Name        string `json:"name"`
+		APIGroup    string `json:"apiGroup"`
+	} `json:"objectRef"`
+	ResponseStatus *struct {
+		Code int `json:"code"`
+	} `json:"responseStatus"`
+	Stage string `json:"stage"`
+}
+
+// permission is one verb on one resource (resource/subresource) of a group, or on a
+// non-resource URL, as a Role grants it.
+type permission struct {
+	user, group, resource, verb string
+}
+
+func (p permission) String() string {
+	g := p.group
+	if g == "" {
+		g = "core"
+	}
+	return fmt.Sprintf("%s: %s %s/%s", strings.TrimPrefix(p.user, "system:serviceaccount:"+namespace+":"), p.verb, g, p.resource)
+}
+
+// notExercised are the permissions of the shipped roles that the demo scenario does
+// not use, each with why it stays (docs/operations.md, "RBAC", says what breaks without
+// it). The test fails for a permission that is neither used nor listed here, and for one
+// listed here that the scenario does use.
+var notExercised = map[string]string{
+	// Informers list with a watch that streams the initial state (WatchList) on this
+	// kube-apiserver; a server without it, and a re-list after a failed watch, need list.
+	"convoy-observer: list convoy.kumodo.io/releases":                        relist,
+	"convoy-observer: list convoy.kumodo.io/clusters":                        relist,
+	"convoy-observer: list convoy.kumodo.io/releaseinventories":              relist,
+	"convoy-observer: list extensions.convoy.kumodo.io/globalhealthrulesets": relist,
+	"convoy-observer: list extensions.convoy.kumodo.io/healthrulesets":       relist,
+	"convoy-observer: list apps/deployments":                                 relist,
+	"convoy-observer: list apps/statefulsets":                                relist,
+	"convoy-observer: list apps/daemonsets":                                  relist,
+	"convoy-observer: list batch/jobs":                                       relist,
+	"convoy-api: list convoy.kumodo.io/releases":                             relist,
+	"convoy-api: list convoy.kumodo.io/releaseinventories":                   relist,
+	// The local-cluster watcher's kinds that the demo's Release does not record.
+	"convoy-observer: list core/pods":                             localKind,
+	"convoy-observer: watch core/pods":                            localKind,
+	"convoy-observer: list core/services":                         localKind,
+	"convoy-observer: watch core/services":                        localKind,
+	"convoy-observer: list core/configmaps":                       localKind,
+	"convoy-observer: watch core/configmaps":                      localKind,
+	"convoy-observer: list core/persistentvolumeclaims":           localKind,
+	"convoy-observer: list core/persistentvolumes":                localKind,
+	"convoy-observer: list networking.k8s.io/ingresses":           localKind,
+	"convoy-observer: watch networking.k8s.io/ingresses":          localKind,
+	"convoy-observer: get core/secrets":                           "the kubeconfig Secret of a Cluster with spec.kubeconfigSecretRef (the demo's Cluster is the local one): a GET when its watch is refused",
+	"convoy-observer: list core/secrets":                          "the watch of each kubeconfig Secret by name (none in the demo)",
+	"convoy-observer: watch core/secrets":                         "the watch of each kubeconfig Secret by name (none in the demo)",
+	"convoy-observer: patch core/events":                          "leader election's Events: the recorder patches the count of a repeated Event (one election in the demo)",
+	"convoy-observer: patch events.k8s.io/events":                 "the recorder patches the series of a repeated Event on a Release or Cluster (no Event repeats in the demo)",
+	"convoy-api: get convoy.kumodo.io/releases":                   "/health of a Release that convoy-api's cache has not seen yet (the demo's is cached first)",
+	"convoy-api: get convoy.kumodo.io/releaseinventories":         "/health of a Release that convoy-api's cache has not seen yet: its inventory is read directly too",
+	"convoy-api: list extensions.convoy.kumodo.io/healthrulesets": "decidedBy of a Release that selects HealthRuleSets of its namespace (the demo's selects only GlobalHealthRuleSets)",
+	"convoy-api: get core/secrets":                                "decidedBy of a Release whose Cluster has a kubeconfig Secret (the demo's Cluster is the local one)",
+}
+
+// TestRBAC checks, from the audit log, that the kube-apiserver refused no request of the
+// install's ServiceAccounts, and measures which permissions of the shipped roles they
+// used.
+func TestRBAC(t *testing.T) {
+	r := demo(t)
+	f, err := os.Open(r.auditLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	used := map[permission]int{}
+	var refused []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	n := 0
+	for sc.Scan() {
+		var e auditEvent
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			t.Fatalf("audit log line %q: %v", sc.Text(), err)
+		}
+		if e.Stage != "ResponseComplete" && e.Stage != "ResponseStarted" || e.ResponseStatus == nil {
+			continue
+		}
+		n++
+		p := permission{user: e.User.Username, verb: e.Verb}
+		if e.ObjectRef != nil {
+			p.group, p.resource = e.ObjectRef.APIGroup, e.ObjectRef.Resource
+			if e.ObjectRef.Subresource != "" {
+				p.resource += "/" + e.ObjectRef.Subresource
+			}
+		} else {
+			p.group, p.resource = "nonResourceURL", strings.SplitN(e.RequestURI, "?", 2)[0]
+		}
+		if e.ResponseStatus.Code == 403 {
+			refused = append(refused, fmt.Sprintf("%s (%s)", p, e.RequestURI))
+			continue
+		}
+		used[p]++
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n == 0 {
+		t.Fatalf("the audit log %s holds no request of the ServiceAccounts", r.auditLog)
+	}
+	slices.Sort(refused)
+	for _, s := range slices.Compact(refused) {
+		t.Errorf("refused by RBAC: %s", s)
+	}
+	granted := grantedPermissions(t, r.root)
+	var unused, usedList []string
+	for _, g := range granted {
+		if exercised(g, used) {
+			usedList = append(usedList, g.String())
+			if why, ok := notExercised[g.String()]; ok {
+				t.Errorf("%s is listed as not exercised (%s) but the scenario used it", g, why)
+			}
+			continue
+		}
+		unused = append(unused, g.String())
+		if _, ok := notExercised[g.String()]; !ok {
+			t.Errorf("granted but never used by the scenario, and no reason listed in notExercised: %s", g)
+		}
+	}
+	sort.Strings(usedList)
+	sort.Strings(unused)
+	t.Logf("%d requests of the ServiceAccounts; %d granted permissions used:\n  %s", n, len(usedList), strings.Join(usedList, "\n  "))
+	t.Logf("granted, not used by the scenario (%d):\n  %s", len(unused), strings.Join(unused, "\n  "))
+}
+
+// exercised reports whether the granted permission g (resource "*" matches any) was used.
+func exercised(g permission, used map[permission]int) bool {
+	for u := range used {
+		if u.user == g.user && u.verb == g.verb && (g.group == "*" || u.group == g.group) && (g.resource == "*" || u.resource == g.resource) {
+			return true
+		}
+	}
+	return false
+}
+
+// grantedPermissions expands the rules of the Roles and ClusterRoles of config/default
+// bound to the install's ServiceAccounts into permissions.
+func grantedPermissions(t *testing.T, root string) []permission {
+	m, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), filepath.Join(root, "config", "default"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	roles := map[string][]rbacv1.PolicyRule{} // "ClusterRole/NAME" or "Role/NS/NAME"
+	var bindings []rbacv1.RoleBinding         // ClusterRoleBindings converted
+	for _, r := range m.Resources() {
+		data, err := r.AsYAML()
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch r.GetKind() {
+		case "ClusterRole":
+			var cr rbacv1.ClusterRole
+			mustUnmarshal(t, data, &cr)
+			roles["ClusterRole/"+cr.Name] = cr.Rules
+		case "Role":
+			var ro rbacv1.Role
+			mustUnmarshal(t, data, &ro)
+			roles["Role/"+ro.Namespace+"/"+ro.Name] = ro.Rules
+		case "ClusterRoleBinding":
+			var b rbacv1.ClusterRoleBinding
+			mustUnmarshal(t, data, &b)
+			bindings = append(bindings, rbacv1.RoleBinding{Subjects: b.Subjects, RoleRef: b.RoleRef})
+		case "RoleBinding":
+			var b rbacv1.RoleBinding
+			mustUnmarshal(t, data, &b)
+			bindings = append(bindings, b)
+		}
+	}
+	seen := map[permission]bool{}
+	var out []permission
+	for _, b := range bindings {
+		key := "ClusterRole/" + b.RoleRef.Name
+		if b.RoleRef.Kind == "Role" {
+			key = "Role/" + b.Namespace + "/" + b.RoleRef.Name
+		}
+		rules, ok := roles[key]
+		if !ok {
+			continue // a built-in role (system:auth-delegator, extension-apiserver-authentication-reader)
+		}
+		for _, s := range b.Subjects {
+			if s.Kind != "ServiceAccount" || s.Namespace != namespace {
+				continue
+			}
+			user := "system:serviceaccount:" + s.Namespace + ":" + s.Name
+			for _, rule := range rules {
+				for _, v := range rule.Verbs {
+					for _, u := range rule.NonResourceURLs {
+						add(&out, seen, permission{user, "nonResourceURL", u, v})
+					}
+					for _, g := range rule.APIGroups {
+						for _, res := range rule.Resources {
+							add(&out, seen, permission{user, g, res, v})
+						}
+					}
+				}
+			}
+		}
+	}
+	if len(out) == 0 {
+		t.Fatal("config/default grants its ServiceAccounts nothing")
+	}
+	return out
+}
+
+func add(out *[]permission, seen map[permission]bool, p permission) {
+	if !seen[p] {
+		seen[p] = true
+		*out = append(*out, p)
+	}
+}
+
+func mustUnmarshal(t *testing.T, data []byte, into any) {
+	t.Helper()
+	if err := yaml.Unmarshal(data, into); err != nil {
+		t.Fatal(err)
+	}
+}
