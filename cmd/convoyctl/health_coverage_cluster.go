@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -50,7 +51,7 @@ func (o *coverageOptions) runCluster(ctx context.Context, env *cliEnv, extraGlob
 	unassessed := 0
 	for i := range releases.Items {
 		rel := &releases.Items[i]
-		name := rel.Namespace + "/" + rel.Name
+		name := toolscache.MetaObjectToName(rel).String()
 		if rel.Spec.HealthAssessment == nil {
 			unassessed++
 			continue

@@ -12,6 +12,7 @@ import (
 	"github.com/gobuffalo/flect"
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	toolscache "k8s.io/client-go/tools/cache"
 
 	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
@@ -218,10 +219,7 @@ func evaluate(ctx context.Context, ev *health.Evaluator, obj *unstructured.Unstr
 
 // objectName is namespace/name, or name for a cluster-scoped object.
 func objectName(obj *unstructured.Unstructured) string {
-	if obj.GetNamespace() == "" {
-		return obj.GetName()
-	}
-	return obj.GetNamespace() + "/" + obj.GetName()
+	return toolscache.MetaObjectToName(obj).String()
 }
 
 // readRuleSets reads the rule sets of one file.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
@@ -31,7 +32,7 @@ func (h *HealthController) getCluster(ctx context.Context, rel *v1alpha1.Release
 // this replica last saw it in, so the replica that owned it reports it missing; one it
 // never saw belongs to the default shard.
 func (h *HealthController) shardOf(rel *v1alpha1.Release, cluster *v1alpha1.Cluster) string {
-	key := rel.Namespace + "/" + rel.Spec.ClusterRef.Name
+	key := toolscache.ObjectName{Namespace: rel.Namespace, Name: rel.Spec.ClusterRef.Name}.String()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if old := h.clusterOf[base.KeyOf(rel)]; old != key {

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/flowcontrol"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -120,7 +121,7 @@ func (h *HealthController) recordHealthEvents(ctx context.Context, rel *v1alpha1
 		return
 	}
 	cause := hs.cause
-	clusterKey := rel.Namespace + "/" + rel.Spec.ClusterRef.Name
+	clusterKey := toolscache.ObjectName{Namespace: rel.Namespace, Name: rel.Spec.ClusterRef.Name}.String()
 	unreachable := cause != nil && errors.Is(cause, clustercache.ErrClusterNotConnected)
 	if unreachable && h.events.markDown(clusterKey, true) {
 		h.clusterEvent(ctx, rel, corev1.EventTypeWarning, EventClusterUnreachable,

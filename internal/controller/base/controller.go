@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -114,10 +115,7 @@ type Reconciler struct {
 
 // Reconcile does one pass for req, keyed namespace/name (name alone without a namespace).
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	key := req.Name
-	if req.Namespace != "" {
-		key = req.Namespace + "/" + req.Name
-	}
+	key := toolscache.ObjectName{Namespace: req.Namespace, Name: req.Name}.String()
 	res, err := r.Sync(ctx, key)
 	switch {
 	case err != nil && IsQuiet(err):

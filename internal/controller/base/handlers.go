@@ -6,6 +6,7 @@ import (
 	"reflect"
 
 	"github.com/go-logr/logr"
+	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -82,10 +83,7 @@ func ClusterChanged(old, cur *v1alpha1.Cluster) bool {
 
 // KeyOf returns the namespace/name key of obj.
 func KeyOf(obj client.Object) string {
-	if obj.GetNamespace() == "" {
-		return obj.GetName()
-	}
-	return obj.GetNamespace() + "/" + obj.GetName()
+	return toolscache.MetaObjectToName(obj).String()
 }
 
 // ReleasePredicate is the filter of Release events (docs/design.md, "Events that add a key"): create and delete,

@@ -4,9 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/kumodo/convoy-observer/internal/syncapi"
 	"strings"
 	"time"
+
+	"github.com/kumodo/convoy-observer/internal/syncapi"
 
 	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"

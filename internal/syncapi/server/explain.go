@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/kumodo/convoy-observer/internal/syncapi"
 	"sync"
 	"time"
+
+	"github.com/kumodo/convoy-observer/internal/syncapi"
 
 	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"

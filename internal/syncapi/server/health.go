@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 
+	toolscache "k8s.io/client-go/tools/cache"
+
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
 	"github.com/kumodo/convoy-observer/health"
 	"github.com/kumodo/convoy-observer/internal/inventory"
@@ -23,7 +25,7 @@ func BuildHealthResult(rel *v1alpha1.Release, inv *v1alpha1.ReleaseInventory) (s
 		return syncapi.HealthResult{}, errors.New("no release")
 	}
 	resp := syncapi.HealthResult{
-		Release: rel.Namespace + "/" + rel.Name,
+		Release: toolscache.MetaObjectToName(rel).String(),
 		Entries: []syncapi.HealthEntry{},
 		Hooks:   []syncapi.HealthHook{},
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
@@ -168,10 +169,7 @@ func (l *Loop) Adds(key string) []priorityqueue.AddOpts {
 }
 
 func keyOf(req reconcile.Request) string {
-	if req.Namespace == "" {
-		return req.Name
-	}
-	return req.Namespace + "/" + req.Name
+	return toolscache.ObjectName{Namespace: req.Namespace, Name: req.Name}.String()
 }
 
 // watchedQueue records adds, rate-limited retries and Forget, and reports the end of
