@@ -76,7 +76,6 @@ FUZZTIME ?= 30s
 fuzz:
 	assets="$$($(CONTROLPLANE))"; export KUBEBUILDER_ASSETS="$$assets"; \
 	for t in FuzzReadOwnership FuzzTimeAdmission FuzzHookTimeout; do go test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) -parallel 1 ./internal/inventory/; done; \
-	go test -run '^$$' -fuzz '^FuzzParseReleasePath$$' -fuzztime $(FUZZTIME) -parallel 1 ./internal/syncapi/; \
 	for t in FuzzDecodeObjects FuzzDecodeRuleSets; do go test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) -parallel 1 ./health/manifest/; done; \
 	go test -run '^$$' -fuzz '^FuzzFunctionArguments$$' -fuzztime $(FUZZTIME) -parallel 1 ./health/
 

@@ -3,7 +3,6 @@ package server_test
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -27,12 +26,6 @@ import (
 var env *testenv.Env
 
 func TestMain(m *testing.M) {
-	flag.Parse()
-	if f := flag.Lookup("test.fuzz"); f != nil && f.Value.String() != "" {
-		// go test -run '^$' -fuzz FuzzParseReleasePath (make fuzz): the fuzz target needs
-		// no API server, and each fuzz worker process would start one.
-		os.Exit(m.Run())
-	}
 	env = testenv.MustStart()
 	code := m.Run()
 	env.Stop()
