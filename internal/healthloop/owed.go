@@ -73,15 +73,24 @@ func (pi passInventory) syncOwedValue() string {
 // annotation read from the API server (not the cache, which may not show a request
 // that was served a moment ago yet).
 func (h *HealthController) newOwedValue(ctx context.Context, rel *v1alpha1.Release) (string, error) {
+	live, err := h.liveRelease(ctx, rel)
+	if err != nil {
+		return "", fmt.Errorf("reading the sync annotation of the Release before recording an owed sync request: %w", err)
+	}
+	return h.Clock.Now().UTC().Format(time.RFC3339Nano) + owedBaseline + baselineOf(live), nil
+}
+
+// liveRelease reads rel from the API server (LiveReader; the cache when there is none).
+func (h *HealthController) liveRelease(ctx context.Context, rel *v1alpha1.Release) (*v1alpha1.Release, error) {
 	live := &v1alpha1.Release{}
 	reader := h.LiveReader
 	if reader == nil {
 		reader = h.Reader
 	}
 	if err := reader.Get(ctx, client.ObjectKeyFromObject(rel), live); err != nil {
-		return "", fmt.Errorf("reading the sync annotation of the Release before recording an owed sync request: %w", err)
+		return nil, err
 	}
-	return h.Clock.Now().UTC().Format(time.RFC3339Nano) + owedBaseline + baselineOf(live), nil
+	return live, nil
 }
 
 // maxBaseline bounds the baseline of a record: /sync writes 30 bytes, but anyone who may
@@ -146,25 +155,43 @@ func (h *HealthController) removeSyncOwed(ctx context.Context, inv *v1alpha1.Rel
 // owedFor returns what this process knows about the record of an owed sync request of
 // key, given the Release and the inventory that the pass read. A record that this
 // process did not write, or has forgotten, is paid when the Release's sync annotation
-// has moved past its baseline. One that this process wrote and the cache does not show
-// yet is still its own; one that is settled is forgotten once the cache no longer shows
-// it. Without an inventory there is nothing to pay or remove.
-func (h *HealthController) owedFor(key string, rel *v1alpha1.Release, inv passInventory) owedState {
+// has moved past its baseline, as the API server has it: the cached Release may lag
+// behind the cached inventory (two informers), and an older annotation differs from the
+// baseline too, without being a later request. Such a record, once read as paid, is
+// remembered, so it costs one GET per process. One that this process wrote and the
+// cache does not show yet is still its own; one that is settled is forgotten once the
+// cache no longer shows it. Without an inventory there is nothing to pay or remove.
+func (h *HealthController) owedFor(ctx context.Context, key string, rel *v1alpha1.Release, inv passInventory) (owedState, error) {
 	recorded := inv.syncOwedValue()
 	var out owedState
+	foreign := false
 	h.remember(key, func(m *releaseMemory) {
 		st := m.owed
 		switch {
 		case inv.inv == nil || (recorded == "" && (st.settled || st.value == "")):
 			m.owed = owedState{}
 		case recorded != "" && recorded != st.value:
-			paid, ok := paidSince(rel, recorded)
-			out = owedState{value: recorded, paid: paid, settled: paid && ok}
+			foreign = true
 		default:
 			out = st
 		}
 	})
-	return out
+	if !foreign {
+		return out, nil
+	}
+	if paid, _ := paidSince(rel, recorded); !paid {
+		return owedState{value: recorded}, nil // unpaid whatever the API server says: pay it
+	}
+	live, err := h.liveRelease(ctx, rel)
+	if err != nil {
+		return owedState{}, fmt.Errorf("reading the sync annotation of the Release to tell whether the owed sync request was paid: %w", err)
+	}
+	paid, ok := paidSince(live, recorded)
+	out = owedState{value: recorded, paid: paid, settled: paid && ok}
+	if paid {
+		h.setOwed(key, out)
+	}
+	return out, nil
 }
 
 // setOwed stores st for key; a zero st forgets it.
@@ -192,7 +219,11 @@ type owedSync struct {
 // yet) is only removed, not paid again.
 func (h *HealthController) openOwed(ctx context.Context, rel *v1alpha1.Release, inv passInventory, res passResult) (*owedSync, error) {
 	key := base.KeyOf(rel)
-	o := &owedSync{h: h, key: key, st: h.owedFor(key, rel, inv)}
+	st, err := h.owedFor(ctx, key, rel, inv)
+	if err != nil {
+		return nil, err
+	}
+	o := &owedSync{h: h, key: key, st: st}
 	e := res.edges
 	if e.any() || o.carry() != "" {
 		h.armWake(key)

@@ -65,6 +65,32 @@ func TestOwedRecordReadsTheAPIServer(t *testing.T) {
 	}
 }
 
+// TestOwedRecordOfAnotherProcessAgainstALaggingCache (found by test/faults, handover):
+// a new leader's Release cache can lag behind its inventory cache, which shows the
+// record of the last leader's unpaid debt. The cached Release then holds an older sync
+// annotation than the record's baseline: that differs from the baseline, but it is no
+// later sync request, and reading it as the payment lost the debt (the wave completed
+// and nobody woke the controller-manager). A record this process does not know is
+// judged paid only from the API server.
+func TestOwedRecordOfAnotherProcessAgainstALaggingCache(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.edge("entries")
+	before := f.getRelease() // no sync annotation yet
+	f.pass()                 // the first edge, paid: the annotation moves
+	f.configMap("a", "false")
+	f.pass()
+	f.configMap("a", "true") // the wave completes again: a new debt
+	f.unpaidPass()           // recorded with the moved annotation as its baseline; killed
+	f.h = f.newController()  // the new leader: nothing in memory
+	f.h.Reader = staleReader{Reader: env.Client, stale: before}
+	f.h.LiveReader = env.Client
+	f.pass()
+	if n := f.api.syncs.Load(); n != 2 {
+		t.Fatalf("sync requests = %d, want 2 (the unpaid debt read as paid from a lagging cache)", n)
+	}
+}
+
 // TestOlderRecordIsRemovedOnce: a record without a baseline (an older observer's) reads
 // as unpaid: it is paid once and removed; when the removal fails, the retry removes it
 // without sending the request again. The removal has no resourceVersion precondition, so

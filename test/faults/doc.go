@@ -36,5 +36,5 @@
 // `go test ./test/faults/` (part of `make test`) runs one short round of each fault;
 // `make test-faults` (FAULTS_LONG=1) runs many rounds and prints the figures that
 // docs/operations.md reports: rounds per fault and the time to converge after the fault
-// ends (p50/p99).
+// ends (p50/p99). FAULTS_LOGS=DIR keeps every observer process's log under DIR.
 package faults

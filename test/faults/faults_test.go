@@ -195,7 +195,9 @@ func runRound(t *testing.T, w *world, f fault, round int) (time.Duration, int, b
 		ok = false
 	}
 	if !ok {
-		t.Logf("observer log tail:\n%s", w.obs.tail())
+		for i, r := range w.reps {
+			t.Logf("observer %d log tail:\n%s", i, r.obs.tail())
+		}
 		return 0, 0, false
 	}
 	unknown, whys := 0, map[string]int{}

@@ -24,7 +24,14 @@ type observer struct {
 
 func startObserver(t *testing.T, kubeconfig, syncURL, namespace string, extra ...string) *observer {
 	t.Helper()
-	o := &observer{t: t, logsDir: t.TempDir(), args: append([]string{
+	logsDir := t.TempDir()
+	if d := os.Getenv("FAULTS_LOGS"); d != "" { // keep the logs for a post-mortem
+		var err error
+		if logsDir, err = os.MkdirTemp(d, strings.ReplaceAll(t.Name(), "/", "_")+"-*"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	o := &observer{t: t, logsDir: logsDir, args: append([]string{
 		"--kubeconfig", kubeconfig, "--sync-url", syncURL, "--namespace", namespace,
 		"--health-probe-bind-address", "0", "--metrics-bind-address", "0", "--workers", "4",
 		"--target-timeout", "2s", // a down target is noticed within seconds

@@ -97,7 +97,11 @@ func (s *syncAPI) handle(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ns, name := seg[0], seg[2]
-	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	// Not the request's context: a client that goes away (a replica killed while it
+	// waits for the answer) must not leave a patch that landed unlogged, or the log
+	// misses a sync request that moved the annotation, which is what the observer
+	// reads as the payment of its debt.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Second)
 	defer cancel()
 	rel := &v1alpha1.Release{}
 	if err := kube().Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, rel); err != nil {
