@@ -1,46 +1,19 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/kumodo/convoy-observer/internal/testenv/selfexec"
 )
-
-// runMainEnv makes the test binary run main instead of the tests (see runBinary).
-const runMainEnv = "CONVOY_API_TEST_RUN_MAIN"
-
-// runBinary runs convoy-api (this test binary, re-executed into main by TestMain) with
-// args and exactly the environment env, and returns its stdout, stderr and exit status
-// (-1 when killed after a minute).
-func runBinary(t *testing.T, env []string, args ...string) (string, string, int) {
-	t.Helper()
-	// A convoy-api that wrongly starts serving is killed rather than waited for.
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, os.Args[0], args...)
-	cmd.Env = append([]string{runMainEnv + "=1", "HOME=" + t.TempDir()}, env...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	code := 0
-	if exit, ok := err.(*exec.ExitError); ok {
-		code = exit.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return stdout.String(), stderr.String(), code
-}
 
 // TestLogsGoToStderr: the logs go to stderr, stdout stays empty.
 func TestLogsGoToStderr(t *testing.T) {
 	t.Parallel()
-	stdout, stderr, code := runBinary(t, nil, "--kubeconfig", filepath.Join(t.TempDir(), "missing"), "--secure-port", strconv.Itoa(freePort(t)))
+	stdout, stderr, code := selfexec.Run(t, nil, "--kubeconfig", filepath.Join(t.TempDir(), "missing"), "--secure-port", strconv.Itoa(freePort(t)))
 	if code != exitError || !strings.Contains(stderr, "convoy-api failed") || !strings.Contains(stderr, "loading --kubeconfig") {
 		t.Fatalf("exit %d, stderr %q: want %d and the error logged to stderr", code, stderr, exitError)
 	}
@@ -68,7 +41,7 @@ func TestInClusterFallback(t *testing.T) {
 		"in a cluster":      {[]string{"KUBECONFIG=" + kubeconfig, "KUBERNETES_SERVICE_HOST=127.0.0.1", "KUBERNETES_SERVICE_PORT=1"}, tokenDir},
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, stderr, code := runBinary(t, tc.env, "--secure-port", strconv.Itoa(freePort(t)))
+			_, stderr, code := selfexec.Run(t, tc.env, "--secure-port", strconv.Itoa(freePort(t)))
 			if code != exitError || !strings.Contains(stderr, "no --kubeconfig and no in-cluster config") || !strings.Contains(stderr, tc.want) {
 				t.Fatalf("exit %d, stderr %q: want %d and the in-cluster config's error (%q)", code, stderr, exitError, tc.want)
 			}

@@ -30,6 +30,7 @@ import (
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
 	syncapiclient "github.com/kumodo/convoy-observer/internal/syncapi/client"
 	"github.com/kumodo/convoy-observer/internal/testenv"
+	"github.com/kumodo/convoy-observer/internal/testenv/selfexec"
 )
 
 var (
@@ -41,9 +42,7 @@ var (
 // without a request-header CA in kube-system/extension-apiserver-authentication, the
 // client-certificate authentication of an aggregated API server does not work either.
 func TestMain(m *testing.M) {
-	if os.Getenv(runMainEnv) == "1" {
-		main() // runBinary's child: the binary itself, which exits
-	}
+	selfexec.MainIfChild(main) // selfexec.Run's child: the binary itself
 	dir, err := os.MkdirTemp("", "convoy-api-test")
 	if err != nil {
 		panic(err)

@@ -1,46 +1,22 @@
 package main
 
 import (
-	"bytes"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kumodo/convoy-observer/internal/testenv/selfexec"
 )
 
-// runMainEnv makes the test binary run main instead of the tests (see runBinary).
-const runMainEnv = "CONVOY_OBSERVER_TEST_RUN_MAIN"
-
 func TestMain(m *testing.M) {
-	if os.Getenv(runMainEnv) == "1" {
-		main()
-		os.Exit(0)
-	}
+	selfexec.MainIfChild(main) // selfexec.Run's child: the binary itself
 	os.Exit(m.Run())
-}
-
-// runBinary runs convoy-observer (this test binary, re-executed into main) with args and
-// exactly the environment env, and returns its stdout, its stderr and its exit status.
-func runBinary(t *testing.T, env []string, args ...string) (string, string, int) {
-	t.Helper()
-	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append([]string{runMainEnv + "=1", "HOME=" + t.TempDir()}, env...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	code := 0
-	if exit, ok := err.(*exec.ExitError); ok {
-		code = exit.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return stdout.String(), stderr.String(), code
 }
 
 // TestLogsGoToStderr: the logs go to stderr, stdout stays empty.
 func TestLogsGoToStderr(t *testing.T) {
-	stdout, stderr, code := runBinary(t, nil, "--kubeconfig", filepath.Join(t.TempDir(), "missing"))
+	stdout, stderr, code := selfexec.Run(t, nil, "--kubeconfig", filepath.Join(t.TempDir(), "missing"))
 	if code != 1 || !strings.Contains(stderr, "loading the kubeconfig") {
 		t.Fatalf("exit %d, stderr %q: want 1 and the error logged to stderr", code, stderr)
 	}
@@ -73,7 +49,7 @@ func TestInClusterFallback(t *testing.T) {
 		"in a cluster":      {[]string{"KUBECONFIG=" + kubeconfig, "KUBERNETES_SERVICE_HOST=127.0.0.1", "KUBERNETES_SERVICE_PORT=1"}, tokenDir},
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, stderr, code := runBinary(t, tc.env)
+			_, stderr, code := selfexec.Run(t, tc.env)
 			if code != 1 || !strings.Contains(stderr, "loading the kubeconfig") || !strings.Contains(stderr, tc.want) {
 				t.Fatalf("exit %d, stderr %q: want 1 and the in-cluster config's error (%q)", code, stderr, tc.want)
 			}

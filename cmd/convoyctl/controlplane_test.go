@@ -19,6 +19,7 @@ import (
 	"github.com/kumodo/convoy-observer/internal/syncapi/apiserver"
 	syncapiserver "github.com/kumodo/convoy-observer/internal/syncapi/server"
 	"github.com/kumodo/convoy-observer/internal/testenv"
+	"github.com/kumodo/convoy-observer/internal/testenv/selfexec"
 )
 
 // The release commands are tested against a real kube-apiserver and etcd, started on
@@ -30,9 +31,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	if os.Getenv(runMainEnv) == "1" {
-		main() // the test binary stands for convoyctl (see convoyctlCommand)
-	}
+	selfexec.MainIfChild(main) // the test binary stands for convoyctl (see convoyctlCommand)
 	code := m.Run()
 	if cpEnv != nil {
 		cpEnv.Stop()

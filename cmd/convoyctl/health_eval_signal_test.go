@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kumodo/convoy-observer/internal/testenv/selfexec"
 )
 
 // TestHealthEvalStopsOnSignal runs the convoyctl binary on 200 objects whose rule spends
@@ -92,14 +95,10 @@ spec:
 	}
 }
 
-// runMainEnv makes the test binary run convoyctl's main instead of the tests.
-const runMainEnv = "CONVOYCTL_TEST_RUN_MAIN"
-
-// convoyctlCommand is a real convoyctl process: this test binary, running main.
+// convoyctlCommand is a real convoyctl process: this test binary, running main, in this
+// process's environment.
 func convoyctlCommand(args ...string) *exec.Cmd {
-	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), runMainEnv+"=1")
-	return cmd
+	return selfexec.Command(context.Background(), os.Environ(), args...)
 }
 
 func readAll(r *bufio.Reader) (string, error) {
