@@ -83,9 +83,7 @@ func TestAnchorsSurviveRestart(t *testing.T) {
 func TestNoDeadlineStaysProgressing(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.readyRelease(0, 0)
-	f.configMap("a", "false")
-	f.inventory(cm("a", 0, ""))
+	f.oneConfigMap("false")
 	f.pass()
 	f.clock.Step(1000 * time.Hour)
 	f.pass()

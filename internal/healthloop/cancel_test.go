@@ -80,8 +80,7 @@ func TestCancelledPassWritesNothing(t *testing.T) {
 			f.inventory(cm("a", 0, ""))
 			f.job("migrate")
 			f.hooks(hook{name: "pre", kind: "Job", workload: "migrate", createdAt: t0})
-			f.pass()
-			f.expectCondition(metav1.ConditionTrue, v1alpha1.ReasonHealthy)
+			f.passHealthy()
 			f.expectHook("pre", v1alpha1.HookRunning, "")
 			rel, inv, syncs := f.getRelease().ResourceVersion, f.getInventory().ResourceVersion, f.api.syncs.Load()
 

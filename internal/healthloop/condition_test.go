@@ -15,9 +15,7 @@ import (
 func TestObservedGenerationFollowsSpec(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.readyRelease(0, 0)
-	f.configMap("a", "true")
-	f.inventory(cm("a", 0, ""))
+	f.oneConfigMap("true")
 	f.pass()
 	rel := f.getRelease()
 	rel.Spec.SyncPolicy = &v1alpha1.SyncPolicy{Interval: &metav1.Duration{Duration: time.Minute}}
@@ -59,9 +57,7 @@ func TestTransitionTimeMovesOnlyOnStatusChange(t *testing.T) {
 func TestConditionMessageIsOneLine(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.readyRelease(0, 0)
-	f.configMap("a", "first\nsecond")
-	f.inventory(cm("a", 0, ""))
+	f.oneConfigMap("first\nsecond")
 	f.pass()
 	c := f.expectCondition(metav1.ConditionFalse, v1alpha1.ReasonProgressing)
 	if strings.Contains(c.Message, "\n") || !strings.Contains(c.Message, "ready=first second") {

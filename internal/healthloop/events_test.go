@@ -129,8 +129,7 @@ func TestEventOnFirstCondition(t *testing.T) {
 	f.inventory(cm("a", 0, "r1"))
 	f.lastAttempted("r1")
 
-	f.pass()
-	f.expectCondition(metav1.ConditionTrue, v1alpha1.ReasonHealthy)
+	f.passHealthy()
 	f.pass()
 	f.expectEvents("Release", f.rel, "Healthy: 1/1 healthy")
 }
@@ -252,8 +251,7 @@ func TestClusterEventsAreBounded(t *testing.T) {
 	kc, err := env.AdminKubeconfig()
 	must(t, err)
 	f.secret("down-kubeconfig", map[string][]byte{"value": kc})
-	f.pass()
-	f.expectCondition(metav1.ConditionTrue, v1alpha1.ReasonHealthy)
+	f.passHealthy()
 	eventually(t, "ClusterReachable", func() bool { _, c := count(EventClusterReachable); return c == 1 })
 }
 

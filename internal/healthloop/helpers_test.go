@@ -54,6 +54,22 @@ func (f *fixture) readyRelease(deadline, interval time.Duration) {
 	f.release(localRules(deadline), interval)
 }
 
+// oneConfigMap sets up the commonest Release: readyRelease(0, 0) and an inventory of one
+// entry, the ConfigMap "a" with data.ready = ready.
+func (f *fixture) oneConfigMap(ready string) {
+	f.t.Helper()
+	f.readyRelease(0, 0)
+	f.configMap("a", ready)
+	f.inventory(cm("a", 0, ""))
+}
+
+// passHealthy runs a pass and expects the Release Healthy (True, reason Healthy).
+func (f *fixture) passHealthy() {
+	f.t.Helper()
+	f.pass()
+	f.expectCondition(metav1.ConditionTrue, v1alpha1.ReasonHealthy)
+}
+
 // setShard moves the fixture's Cluster to shard and returns it.
 func (f *fixture) setShard(shard string) *v1alpha1.Cluster {
 	f.t.Helper()

@@ -196,11 +196,8 @@ func TestHookReadErrorChangesNothing(t *testing.T) {
 func TestDeletionPollsHooksOnly(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.readyRelease(0, 0)
-	f.configMap("a", "true")
-	f.inventory(cm("a", 0, ""))
-	f.pass()
-	f.expectCondition(metav1.ConditionTrue, v1alpha1.ReasonHealthy)
+	f.oneConfigMap("true")
+	f.passHealthy()
 	syncs := f.api.syncs.Load()
 
 	rel := f.getRelease()

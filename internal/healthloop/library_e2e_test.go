@@ -66,8 +66,7 @@ func TestLibraryJudgesCustomResources(t *testing.T) {
 	secret.Object["status"] = conditions("Ready", "True", "SecretSynced", "secret synced")
 	apply(t, f, secret)
 	f.clock.Step(time.Minute)
-	f.pass()
-	f.expectCondition(metav1.ConditionTrue, v1alpha1.ReasonHealthy)
+	f.passHealthy()
 }
 
 // crd installs a namespaced CustomResourceDefinition whose objects keep any field

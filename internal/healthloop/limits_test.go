@@ -28,8 +28,7 @@ func TestLongestReleaseName(t *testing.T) {
 	long := strings.Repeat("c", 253)
 	f.configMap(long, "true")
 	f.inventory(cm(long, 0, ""))
-	f.pass()
-	f.expectCondition(metav1.ConditionTrue, v1alpha1.ReasonHealthy)
+	f.passHealthy()
 	f.expectEntry(long, v1alpha1.StateHealthy, "")
 	if n := f.api.syncs.Load(); n != 1 {
 		t.Fatalf("sync requests for the longest name = %d, want 1", n)

@@ -123,9 +123,7 @@ func TestOlderRecordIsRemovedOnce(t *testing.T) {
 func (f *fixture) edge(write string) {
 	f.t.Helper()
 	if write == "entries" {
-		f.readyRelease(0, 0)
-		f.configMap("a", "true")
-		f.inventory(cm("a", 0, ""))
+		f.oneConfigMap("true")
 		return
 	}
 	f.release(nil, 0)

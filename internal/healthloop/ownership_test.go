@@ -119,9 +119,7 @@ func TestClusterScopedAndNamespacedEntries(t *testing.T) {
 func TestFieldManagerNames(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.readyRelease(0, 0)
-	f.configMap("a", "true")
-	f.inventory(cm("a", 0, ""))
+	f.oneConfigMap("true")
 	f.job("migrate", complete("")...)
 	f.hooks(hook{name: "pre", kind: "Job", workload: "migrate", createdAt: t0})
 	f.pass()

@@ -73,8 +73,7 @@ func TestEmptyInventoryIsEmptyResult(t *testing.T) {
 		t.Fatalf("message = %q", c.Message)
 	}
 	f.inventory() // an empty one
-	f.pass()
-	f.expectCondition(metav1.ConditionTrue, v1alpha1.ReasonHealthy)
+	f.passHealthy()
 	if s := f.getRelease().Status.HealthSummary; s == nil || s.Total != 0 {
 		t.Fatalf("summary = %+v", s)
 	}
@@ -108,8 +107,7 @@ func TestAssessAndSummary(t *testing.T) {
 	}
 	f.configMap("gone", "true")
 	f.configMap("b", "true")
-	f.pass()
-	f.expectCondition(metav1.ConditionTrue, v1alpha1.ReasonHealthy)
+	f.passHealthy()
 }
 
 func TestPendingWhileRenderNotCurrent(t *testing.T) {
@@ -122,8 +120,7 @@ func TestPendingWhileRenderNotCurrent(t *testing.T) {
 	f.pass()
 	f.expectCondition(metav1.ConditionUnknown, v1alpha1.ReasonPending)
 	f.inventory(cm("a", 0, "r2"))
-	f.pass()
-	f.expectCondition(metav1.ConditionTrue, v1alpha1.ReasonHealthy)
+	f.passHealthy()
 }
 
 func TestSelectorSemantics(t *testing.T) {
@@ -159,11 +156,8 @@ func TestSelectorSemantics(t *testing.T) {
 func TestCompileErrorKeepsSummary(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.readyRelease(0, 0)
-	f.configMap("a", "true")
-	f.inventory(cm("a", 0, ""))
-	f.pass()
-	f.expectCondition(metav1.ConditionTrue, v1alpha1.ReasonHealthy)
+	f.oneConfigMap("true")
+	f.passHealthy()
 	before := f.getRelease().Status.HealthSummary
 
 	f.configMapRules("broken", "object.data.(((")
@@ -182,16 +176,13 @@ func TestCompileErrorKeepsSummary(t *testing.T) {
 	rs := &extv1alpha1.HealthRuleSet{}
 	must(t, env.Client.Get(f.ctx, clientKey(f.ns, "broken"), rs))
 	must(t, env.Client.Delete(f.ctx, rs))
-	f.pass()
-	f.expectCondition(metav1.ConditionTrue, v1alpha1.ReasonHealthy)
+	f.passHealthy()
 }
 
 func TestMissingClusterKeepsSummary(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.readyRelease(0, 0)
-	f.configMap("a", "false")
-	f.inventory(cm("a", 0, ""))
+	f.oneConfigMap("false")
 	f.pass()
 	before := f.getRelease().Status.HealthSummary
 	if before == nil || before.Progressing != 1 {
@@ -241,8 +232,7 @@ func TestKubeconfigSecretErrors(t *testing.T) {
 	must(t, err)
 	f.secret("kubeconfig", map[string][]byte{"value": kubeconfig})
 	f.configMap("a", "true")
-	f.pass()
-	f.expectCondition(metav1.ConditionTrue, v1alpha1.ReasonHealthy)
+	f.passHealthy()
 }
 
 func TestEntryGauges(t *testing.T) {
@@ -275,11 +265,8 @@ func TestDeletedClusterOfAnotherShard(t *testing.T) {
 	f := newFixture(t)
 	cl := f.setShard("x")
 	f.h.Shards = newGate("x")
-	f.readyRelease(0, 0)
-	f.configMap("a", "true")
-	f.inventory(cm("a", 0, ""))
-	f.pass()
-	f.expectCondition(metav1.ConditionTrue, v1alpha1.ReasonHealthy)
+	f.oneConfigMap("true")
+	f.passHealthy()
 	must(t, env.Client.Delete(f.ctx, cl))
 	f.pass()
 	c := f.expectCondition(metav1.ConditionUnknown, v1alpha1.ReasonUnknown)

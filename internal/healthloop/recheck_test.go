@@ -16,9 +16,7 @@ func TestRecheckJitterIsApplied(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	f.h.Rand = func() float64 { return 0.5 }
-	f.readyRelease(0, 0)
-	f.configMap("a", "false")
-	f.inventory(cm("a", 0, ""))
+	f.oneConfigMap("false")
 	if d := f.pass().RequeueAfter; d != 2200*time.Millisecond {
 		t.Fatalf("first re-check with Rand 0.5 after %v, want 2.2s", d)
 	}
@@ -32,9 +30,7 @@ func TestRecheckJitterIsApplied(t *testing.T) {
 func TestAttemptCountsAreLostAtRestart(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.readyRelease(0, 0)
-	f.configMap("a", "false")
-	f.inventory(cm("a", 0, ""))
+	f.oneConfigMap("false")
 	for _, want := range []time.Duration{2, 4, 8} {
 		if d := f.pass().RequeueAfter; d != want*time.Second {
 			t.Fatalf("re-check after %v, want %vs", d, int(want))

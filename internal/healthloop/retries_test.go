@@ -159,9 +159,7 @@ func TestFailedHookWriteIsRetried(t *testing.T) {
 func TestFailedHookWriteLetsEntriesLand(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.readyRelease(0, 0)
-	f.configMap("a", "true")
-	f.inventory(cm("a", 0, ""))
+	f.oneConfigMap("true")
 	f.job("migrate", complete("done")...)
 	f.hooks(hook{name: "pre", kind: "Job", workload: "migrate", createdAt: t0.Add(-time.Minute)})
 	f.h.Writer = newFaultyWriter(map[string]int{inventory.FieldManagerHookStatus: 3})
@@ -218,9 +216,7 @@ func TestEveryOwnWriteIsRetried(t *testing.T) {
 		t.Run(write, func(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t)
-			f.readyRelease(0, 0)
-			f.configMap("a", "true")
-			f.inventory(cm("a", 0, ""))
+			f.oneConfigMap("true")
 			f.job("migrate", complete("done")...)
 			f.hooks(hook{name: "pre", kind: "Job", workload: "migrate", createdAt: t0.Add(-time.Minute)})
 			f.h.Writer = newFaultyWriter(map[string]int{write: 1})
@@ -294,9 +290,7 @@ func TestHookWriteConflictIsAQuietRetry(t *testing.T) {
 func TestHookAndEntryWritesChainResourceVersions(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.readyRelease(0, 0)
-	f.configMap("a", "false")
-	f.inventory(cm("a", 0, ""))
+	f.oneConfigMap("false")
 	f.job("migrate", complete("done")...)
 	f.hooks(hook{name: "pre", kind: "Job", workload: "migrate", createdAt: t0})
 	// A cache that never sees the observer's writes: each pass starts from this copy.

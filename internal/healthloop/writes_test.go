@@ -32,11 +32,8 @@ func (failingApply) Apply(context.Context, runtime.ApplyConfiguration, ...client
 func TestFailedInventoryWriteIsRetried(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.readyRelease(0, 0)
-	f.configMap("a", "true")
-	f.inventory(cm("a", 0, ""))
-	f.pass()
-	f.expectCondition(metav1.ConditionTrue, v1alpha1.ReasonHealthy)
+	f.oneConfigMap("true")
+	f.passHealthy()
 	f.configMap("a", "false")
 	f.h.Writer = failingApply{env.Client}
 	if _, err := f.h.syncHandler(f.ctx, f.key); err == nil {
@@ -53,9 +50,7 @@ func TestFailedInventoryWriteIsRetried(t *testing.T) {
 func TestWriteNeverRecreatesADeletedInventory(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.readyRelease(0, 0)
-	f.configMap("a", "false")
-	f.inventory(cm("a", 0, ""))
+	f.oneConfigMap("false")
 	f.hooks(hook{name: "pre", kind: "Job", workload: "missing", createdAt: t0})
 	stale := f.getInventory()
 	must(t, env.Client.Delete(f.ctx, stale))
@@ -126,8 +121,7 @@ func TestConditionWrittenThoughTheCacheLags(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	f.edge("entries")
-	f.pass()
-	f.expectCondition(metav1.ConditionTrue, v1alpha1.ReasonHealthy)
+	f.passHealthy()
 	lagging := f.getRelease() // Healthy, as the cache keeps showing it
 	f.clock.Step(time.Minute)
 	f.configMap("a", "false")
