@@ -157,8 +157,9 @@ func (h *HealthController) removeSyncOwed(ctx context.Context, inv *v1alpha1.Rel
 // process did not write, or has forgotten, is paid when the Release's sync annotation
 // has moved past its baseline, as the API server has it: the cached Release may lag
 // behind the cached inventory (two informers), and an older annotation differs from the
-// baseline too, without being a later request. Such a record, once read as paid, is
-// remembered, so it costs one GET per process. One that this process wrote and the
+// baseline too, without being a later request. An annotation that is a later time than
+// the baseline is a later request (requestedAfter); for any other, the API server says.
+// A record read as paid is remembered. One that this process wrote and the
 // cache does not show yet is still its own; one that is settled is forgotten once the
 // cache no longer shows it. Without an inventory there is nothing to pay or remove.
 func (h *HealthController) owedFor(ctx context.Context, key string, rel *v1alpha1.Release, inv passInventory) (owedState, error) {
@@ -179,19 +180,44 @@ func (h *HealthController) owedFor(ctx context.Context, key string, rel *v1alpha
 	if !foreign {
 		return out, nil
 	}
-	if paid, _ := paidSince(rel, recorded); !paid {
-		return owedState{value: recorded}, nil // unpaid whatever the API server says: pay it
+	paid, _ := paidSince(rel, recorded)
+	if !paid {
+		return owedState{value: recorded}, nil // unpaid (or a payment the cache lags behind): pay it
 	}
-	live, err := h.liveRelease(ctx, rel)
-	if err != nil {
-		return owedState{}, fmt.Errorf("reading the sync annotation of the Release to tell whether the owed sync request was paid: %w", err)
+	if !requestedAfter(rel, recorded) {
+		live, err := h.liveRelease(ctx, rel)
+		if err != nil {
+			return owedState{}, fmt.Errorf("reading the sync annotation of the Release to tell whether the owed sync request was paid: %w", err)
+		}
+		paid, _ = paidSince(live, recorded)
 	}
-	paid, ok := paidSince(live, recorded)
-	out = owedState{value: recorded, paid: paid, settled: paid && ok}
+	out = owedState{value: recorded, paid: paid, settled: paid}
 	if paid {
 		h.setOwed(key, out)
 	}
 	return out, nil
+}
+
+// requestedAfter reports whether rel's sync annotation is the time of a request later
+// than the baseline of the record value: both are times in RFC 3339 (what /sync
+// writes), the annotation's later; or the baseline is empty (no request had been served)
+// and the annotation is such a time, since /sync sets it and never removes it. Anything
+// else (a hashed or foreign annotation, an earlier time: a cache behind the baseline)
+// tells nothing, and the caller asks the API server.
+func requestedAfter(rel *v1alpha1.Release, value string) bool {
+	_, baseline, ok := strings.Cut(value, owedBaseline)
+	if !ok {
+		return false
+	}
+	at, err := time.Parse(time.RFC3339Nano, rel.Annotations[v1alpha1.SyncRequestedAtAnnotation])
+	if err != nil {
+		return false
+	}
+	if baseline == "" {
+		return true
+	}
+	before, err := time.Parse(time.RFC3339Nano, baseline)
+	return err == nil && at.After(before)
 }
 
 // setOwed stores st for key; a zero st forgets it.

@@ -1,7 +1,10 @@
 package healthloop
 
 import (
+	"context"
+	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -89,6 +92,55 @@ func TestOwedRecordOfAnotherProcessAgainstALaggingCache(t *testing.T) {
 	if n := f.api.syncs.Load(); n != 2 {
 		t.Fatalf("sync requests = %d, want 2 (the unpaid debt read as paid from a lagging cache)", n)
 	}
+}
+
+// TestPaidRecordOfAnotherProcessCostsNoRead: a paid record stays in the inventory of a
+// steady Release until a later apply drops it, so after a restart or a handover nearly
+// every Release shows one that the new process did not write. Telling it paid must not
+// cost a GET per Release: the sync annotation is the time of the request, and a later
+// time than the baseline (or any time, against no baseline annotation) is a later
+// request. Only an annotation that is no such time asks the API server.
+func TestPaidRecordOfAnotherProcessCostsNoRead(t *testing.T) {
+	t.Parallel()
+	for _, edges := range []int{1, 2} { // the record's baseline: none, then a request's time
+		t.Run(fmt.Sprint(edges), func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			f.edge("entries")
+			f.pass()
+			if edges == 2 {
+				f.configMap("a", "false")
+				f.pass()
+				f.configMap("a", "true")
+				f.pass()
+			}
+			if f.getInventory().Annotations[inventory.AnnotationSyncOwed] == "" {
+				t.Fatal("no paid record left in the inventory: the test tests nothing")
+			}
+			f.h = f.newController()
+			gets := &countingReader{Reader: env.Client}
+			f.h.LiveReader = gets
+			f.pass()
+			f.pass()
+			if n := f.api.syncs.Load(); n != int32(edges) {
+				t.Errorf("sync requests = %d, want %d (a paid debt was paid again)", n, edges)
+			}
+			if n := gets.n.Load(); n != 0 {
+				t.Errorf("live reads of the Release = %d, want 0", n)
+			}
+		})
+	}
+}
+
+// countingReader counts the Gets of a reader.
+type countingReader struct {
+	client.Reader
+	n atomic.Int32
+}
+
+func (r *countingReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	r.n.Add(1)
+	return r.Reader.Get(ctx, key, obj, opts...)
 }
 
 // TestOlderRecordIsRemovedOnce: a record without a baseline (an older observer's) reads
