@@ -2,6 +2,7 @@ package faults
 
 import (
 	"context"
+	"encoding/json"
 	"net"
 	"net/http"
 	"strings"
@@ -49,8 +50,17 @@ func newSyncAPI(t *testing.T) *syncAPI {
 
 func (s *syncAPI) url() string { return "http://" + s.addr }
 
+// serve answers POST …/sync (the path of syncapi.SyncPath) on ln, also below a first segment
+// "replica-<i>" (a replica of a handover world), and 404 to anything else.
 func (s *syncAPI) serve(ln net.Listener) {
-	s.srv = &http.Server{Handler: http.HandlerFunc(s.handle), ReadHeaderTimeout: 5 * time.Second}
+	route := syncapi.PathPrefix + "/namespaces/{ns}/releases/{name}/" + syncapi.SubresourceSync
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST "+route, s.handle)
+	mux.HandleFunc("POST /{replica}"+route, s.handle)
+	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
+		writeStatus(w, http.StatusNotFound, "NotFound", "no such path")
+	})
+	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = s.srv.Serve(ln) }()
 }
 
@@ -82,21 +92,11 @@ func (s *syncAPI) setDown(t *testing.T, down bool) {
 }
 
 func (s *syncAPI) handle(w http.ResponseWriter, r *http.Request) {
-	arrived, path, from := time.Now(), r.URL.Path, ""
-	if p, ok := strings.CutPrefix(path, "/"+replicaPrefix); ok { // a replica of a handover world
-		i := strings.Index(p, "/")
-		if i < 0 {
-			i = len(p)
-		}
-		from, path = replicaPrefix+p[:i], p[i:]
-	}
-	rest, ok := strings.CutPrefix(path, syncapi.PathPrefix+"/namespaces/")
-	seg := strings.Split(rest, "/")
-	if !ok || r.Method != http.MethodPost || len(seg) != 4 || seg[1] != "releases" || seg[3] != syncapi.SubresourceSync {
+	arrived, from, ns, name := time.Now(), r.PathValue("replica"), r.PathValue("ns"), r.PathValue("name")
+	if from != "" && !strings.HasPrefix(from, replicaPrefix) {
 		writeStatus(w, http.StatusNotFound, "NotFound", "no such path")
 		return
 	}
-	ns, name := seg[0], seg[2]
 	// Not the request's context: a client that goes away (a replica killed while it
 	// waits for the answer) must not leave a patch that landed unlogged, or the log
 	// misses a sync request that moved the annotation, which is what the observer
@@ -106,9 +106,11 @@ func (s *syncAPI) handle(w http.ResponseWriter, r *http.Request) {
 	rel := &v1alpha1.Release{}
 	if err := kube().Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, rel); err != nil {
 		if apierrors.IsNotFound(err) {
+			st := apierrors.NewNotFound(v1alpha1.GroupVersion.WithResource("releases").GroupResource(), name).Status()
+			st.Kind, st.APIVersion = "Status", "v1"
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusNotFound)
-			_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404,"details":{"name":"` + name + `","group":"convoy.kumodo.io","kind":"releases"}}`))
+			_ = json.NewEncoder(w).Encode(st)
 			return
 		}
 		writeStatus(w, http.StatusInternalServerError, "InternalError", err.Error())
