@@ -49,6 +49,17 @@ func controlPlane(t *testing.T) *testenv.Env {
 	return cpEnv
 }
 
+// adminKubeconfig writes a kubeconfig of env's admin user to a file, for --kubeconfig,
+// and returns its path.
+func adminKubeconfig(t *testing.T, env *testenv.Env) string {
+	t.Helper()
+	kc, err := env.AdminKubeconfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return writeFile(t, "kubeconfig", string(kc))
+}
+
 // apiServer serves convoy-api's routes (the generic server in-process, without
 // authentication) over the control plane, explaining entries as
 // convoy-api does (the control plane is the local target), and returns its URL.

@@ -115,11 +115,7 @@ spec:
 // resources that no selected rule judges.
 func TestHealthCoverageCluster(t *testing.T) {
 	env := controlPlane(t)
-	kc, err := env.AdminKubeconfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig := writeFile(t, "kubeconfig", string(kc))
+	kubeconfig := adminKubeconfig(t, env)
 	ctx := context.Background()
 	must := func(err error) {
 		t.Helper()

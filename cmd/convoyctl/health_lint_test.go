@@ -128,11 +128,7 @@ func noteGroup(line string) (group string, isGroup bool) {
 // server serves (this project's Release), with --kubeconfig.
 func TestHealthLintCluster(t *testing.T) {
 	env := controlPlane(t)
-	kc, err := env.AdminKubeconfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig := writeFile(t, "kubeconfig", string(kc))
+	kubeconfig := adminKubeconfig(t, env)
 	rules := writeFile(t, "rules.yaml", `apiVersion: extensions.convoy.kumodo.io/v1alpha1
 kind: GlobalHealthRuleSet
 metadata: {name: releases}

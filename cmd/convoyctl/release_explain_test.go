@@ -23,11 +23,7 @@ import (
 func TestReleaseStatusExplain(t *testing.T) {
 	env := controlPlane(t)
 	url := apiServer(t, env)
-	kc, err := env.AdminKubeconfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig := writeFile(t, "kubeconfig", string(kc))
+	kubeconfig := adminKubeconfig(t, env)
 	ctx := context.Background()
 	must := func(err error) {
 		t.Helper()
@@ -123,11 +119,7 @@ func TestReleaseStatusExplain(t *testing.T) {
 func TestReleaseStatusUnjudged(t *testing.T) {
 	env := controlPlane(t)
 	url := apiServer(t, env)
-	kc, err := env.AdminKubeconfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig := writeFile(t, "kubeconfig", string(kc))
+	kubeconfig := adminKubeconfig(t, env)
 	ctx := context.Background()
 	must := func(err error) {
 		t.Helper()

@@ -120,11 +120,7 @@ func TestDiscoveryMapping(t *testing.T) {
 		t.Errorf("only %d built-in kinds checked", checked)
 	}
 
-	kubeconfig, err := env.AdminKubeconfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	kc := writeFile(t, "kubeconfig", string(kubeconfig))
+	kc := adminKubeconfig(t, env)
 	code, stdout, stderr := runCLI("health", "eval", "--rules", pluralRules, "--object", pluralObjects,
 		"--kubeconfig", kc, "--resource", "PodChaos=podchaos")
 	if code != 0 || stdout != chaos("NetworkChaos", "delay-db")+chaos("PodChaos", "kill-web") {
