@@ -1,13 +1,12 @@
 package health
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
-	"github.com/kumodo/convoy-observer/health/manifest"
+	"github.com/kumodo/convoy-observer/health/manifest/manifesttest"
 )
 
 // TestAPIVersionTerms: which leading terms of a ruleExpression read only the apiVersion.
@@ -60,15 +59,7 @@ func TestDecidedRulesAgree(t *testing.T) {
 	var global []extv1alpha1.GlobalHealthRuleSet
 	ruleFiles, _ := filepath.Glob("library/*.yaml")
 	for _, path := range append(ruleFiles, "convoy-defaults.yaml", "generic.yaml") {
-		f, err := os.Open(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		g, _, err := manifest.DecodeRuleSets(f)
-		f.Close()
-		if err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
+		g, _ := manifesttest.RuleSets(t, path)
 		global = append(global, g...)
 	}
 	decided, err := NewEvaluator(global, nil)
@@ -95,12 +86,7 @@ func TestDecidedRulesAgree(t *testing.T) {
 	for _, dir := range append(dirs, "../testdata/objects", "../testdata/gitops-engine-health") {
 		files, _ := filepath.Glob(dir + "/*.yaml")
 		for _, path := range files {
-			f, err := os.Open(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			objs, err := manifest.DecodeObjects(f)
-			f.Close()
+			objs, err := manifesttest.TryObjects(t, path)
 			if err != nil {
 				continue // the fixture strict decoding rejects, and cases.yaml
 			}
@@ -162,15 +148,7 @@ func sameVerdict(a, b Result) bool {
 // under, is evaluated.
 func TestDecidedRuleCostsNothing(t *testing.T) {
 	t.Parallel()
-	f, err := os.Open("generic.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, _, err := manifest.DecodeRuleSets(f)
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	g, _ := manifesttest.RuleSets(t, "generic.yaml")
 	ev, err := NewEvaluator(g, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
 	"github.com/kumodo/convoy-observer/health"
 	"github.com/kumodo/convoy-observer/health/manifest"
+	"github.com/kumodo/convoy-observer/health/manifest/manifesttest"
 )
 
 // defaultsCase is the expected assessment of one object file by convoy-defaults, with
@@ -244,7 +245,7 @@ func runDefaultsCases(t *testing.T, dir string, cases map[string]defaultsCase) {
 				}
 				return
 			}
-			r := evaluate(ev, readObject(t, dir+"/"+name))
+			r := evaluate(ev, manifesttest.Object(t, dir+"/"+name))
 			now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 			state, _ := health.DeriveState(r, nil, nil, now)
 			if state != want.state || r.Message != want.message {
@@ -254,7 +255,7 @@ func runDefaultsCases(t *testing.T, dir string, cases map[string]defaultsCase) {
 			// The deciding rule is the one for the object's kind; a pass names none.
 			wantSet, wantIndex := "", -1
 			if r.Outcome != health.Pass {
-				wantSet, wantIndex = "GlobalHealthRuleSet/convoy-defaults", defaultsRuleIndex[readObject(t, dir+"/"+name).GetKind()]
+				wantSet, wantIndex = "GlobalHealthRuleSet/convoy-defaults", defaultsRuleIndex[manifesttest.Object(t, dir+"/"+name).GetKind()]
 			}
 			if r.RuleSet != wantSet || r.RuleIndex != wantIndex {
 				t.Errorf("deciding rule: got %q %d, want %q %d", r.RuleSet, r.RuleIndex, wantSet, wantIndex)

@@ -1,7 +1,6 @@
 package health
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -10,7 +9,7 @@ import (
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
 
-	"github.com/kumodo/convoy-observer/health/manifest"
+	"github.com/kumodo/convoy-observer/health/manifest/manifesttest"
 )
 
 // plainProgram compiles expr with cel-go alone: the same environment, no guard, no
@@ -76,12 +75,7 @@ func TestGuardedProgramsAgreeWithCEL(t *testing.T) {
 	for _, dir := range []string{"../testdata/objects", "../testdata/gitops-engine-health"} {
 		files, _ := filepath.Glob(dir + "/*.yaml")
 		for _, path := range files {
-			f, err := os.Open(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			objs, err := manifest.DecodeObjects(f)
-			f.Close()
+			objs, err := manifesttest.TryObjects(t, path)
 			if err != nil {
 				continue // the fixture strict decoding rejects
 			}
@@ -93,15 +87,7 @@ func TestGuardedProgramsAgreeWithCEL(t *testing.T) {
 	objects = append(objects, map[string]any{}, map[string]any{"status": nil, "spec": "text", "metadata": map[string]any{"name": nil}})
 	ruleFiles, _ := filepath.Glob("library/*.yaml")
 	for _, path := range append(ruleFiles, "convoy-defaults.yaml") {
-		f, err := os.Open(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		g, l, err := manifest.DecodeRuleSets(f)
-		f.Close()
-		if err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
+		g, l := manifesttest.RuleSets(t, path)
 		for _, s := range g {
 			for _, r := range s.Spec.Rules {
 				exprs = append(exprs, r.RuleExpression)

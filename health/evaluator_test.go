@@ -10,6 +10,7 @@ import (
 	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
 	"github.com/kumodo/convoy-observer/health"
+	"github.com/kumodo/convoy-observer/health/manifest/manifesttest"
 )
 
 // TestDaemonSetErrorAbsorption: a DaemonSet just created, with no observedGeneration,
@@ -254,7 +255,7 @@ func BenchmarkEvaluate(b *testing.B) {
 		{"fail", testdataDir + "/gitops-engine-health/deployment-progressing.yaml"},
 		{"pass", testdataDir + "/objects/06-control-deploy-paused-template-changed.yaml"},
 	} {
-		obj := readObject(b, bc.path).Object
+		obj := manifesttest.Object(b, bc.path).Object
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {

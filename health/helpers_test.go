@@ -11,7 +11,7 @@ import (
 
 	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
 	"github.com/kumodo/convoy-observer/health"
-	"github.com/kumodo/convoy-observer/health/manifest"
+	"github.com/kumodo/convoy-observer/health/manifest/manifesttest"
 )
 
 // testdataDir is the repository's fixture folder (testdata/ at its root), so the tests
@@ -32,15 +32,7 @@ func testdataPath(t testing.TB, elem ...string) string {
 // defaultsEvaluator compiles health/convoy-defaults.yaml.
 func defaultsEvaluator(t testing.TB) *health.Evaluator {
 	t.Helper()
-	f, err := os.Open("convoy-defaults.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	global, local, err := manifest.DecodeRuleSets(f)
-	if err != nil {
-		t.Fatalf("decoding convoy-defaults.yaml: %v", err)
-	}
+	global, local := manifesttest.RuleSets(t, "convoy-defaults.yaml")
 	if len(global) != 1 || len(local) != 0 || global[0].Name != "convoy-defaults" {
 		t.Fatalf("convoy-defaults.yaml: want one GlobalHealthRuleSet convoy-defaults, got %d global, %d local", len(global), len(local))
 	}
@@ -49,24 +41,6 @@ func defaultsEvaluator(t testing.TB) *health.Evaluator {
 		t.Fatalf("compiling convoy-defaults.yaml: %v", err)
 	}
 	return ev
-}
-
-// readObject decodes the one object of a file the way live objects arrive (int64).
-func readObject(t testing.TB, path string) *unstructured.Unstructured {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	objs, err := manifest.DecodeObjects(f)
-	if err != nil {
-		t.Fatalf("decoding %s: %v", path, err)
-	}
-	if len(objs) != 1 {
-		t.Fatalf("%s: want one object, got %d", path, len(objs))
-	}
-	return &objs[0]
 }
 
 // evaluate runs ev on obj, matched as the loop matches an inventory entry: apiVersion

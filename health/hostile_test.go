@@ -1,14 +1,13 @@
 package health_test
 
 import (
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
 	"github.com/kumodo/convoy-observer/health"
-	"github.com/kumodo/convoy-observer/health/manifest"
+	"github.com/kumodo/convoy-observer/health/manifest/manifesttest"
 )
 
 // costExceeded is the message of an evaluation stopped by its budget.
@@ -19,20 +18,12 @@ const costExceeded = "evaluation error: operation cancelled: actual cost limit e
 // instead of killing the process with out-of-memory.
 func TestAmplifyReplaceCase(t *testing.T) {
 	t.Parallel()
-	f, err := os.Open(testdataPath(t, "rules-engine", "amplify-replace.rules.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	global, local, err := manifest.DecodeRuleSets(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	global, local := manifesttest.RuleSets(t, testdataPath(t, "rules-engine", "amplify-replace.rules.yaml"))
 	ev, err := health.NewEvaluator(global, local)
 	if err != nil {
 		t.Fatalf("compile: %v", err)
 	}
-	obj := readObject(t, testdataPath(t, "rules-engine", "amplify-replace.object.yaml"))
+	obj := manifesttest.Object(t, testdataPath(t, "rules-engine", "amplify-replace.object.yaml"))
 	start := time.Now()
 	r := ev.Evaluate("v1", "configmaps", obj.Object)
 	assertResult(t, r, health.Error, costExceeded)

@@ -8,6 +8,7 @@ import (
 
 	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
 	"github.com/kumodo/convoy-observer/health"
+	"github.com/kumodo/convoy-observer/health/manifest/manifesttest"
 )
 
 // TestCase18aIntVsDouble evaluates case 18a decoded as live objects arrive (integers as
@@ -20,7 +21,7 @@ import (
 func TestCase18aIntVsDouble(t *testing.T) {
 	t.Parallel()
 	path := testdataPath(t, "objects", "18a-cel-int-vs-double.yaml")
-	live := readObject(t, path).Object
+	live := manifesttest.Object(t, path).Object
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)

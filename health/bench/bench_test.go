@@ -3,7 +3,6 @@ package bench
 import (
 	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -17,7 +16,7 @@ import (
 	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
 	"github.com/kumodo/convoy-observer/health"
 	"github.com/kumodo/convoy-observer/health/library"
-	"github.com/kumodo/convoy-observer/health/manifest"
+	"github.com/kumodo/convoy-observer/health/manifest/manifesttest"
 )
 
 // sideBySide turns on TestSideBySide, the table that `make bench` prints.
@@ -30,32 +29,9 @@ var deployments = []struct{ name, path string }{
 	{"failing Deployment", "../../testdata/gitops-engine-health/deployment-progressing.yaml"},
 }
 
-func readObject(tb testing.TB, path string) *unstructured.Unstructured {
-	tb.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer f.Close()
-	objs, err := manifest.DecodeObjects(f)
-	if err != nil || len(objs) != 1 {
-		tb.Fatalf("%s: %v (%d objects)", path, err, len(objs))
-	}
-	return &objs[0]
-}
-
 func defaults(tb testing.TB) ([]extv1alpha1.GlobalHealthRuleSet, []extv1alpha1.HealthRuleSet) {
 	tb.Helper()
-	f, err := os.Open("../convoy-defaults.yaml")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer f.Close()
-	g, l, err := manifest.DecodeRuleSets(f)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return g, l
+	return manifesttest.RuleSets(tb, "../convoy-defaults.yaml")
 }
 
 func defaultsEvaluator(tb testing.TB) *health.Evaluator {
@@ -108,7 +84,7 @@ func columns(tb testing.TB) []struct {
 // BenchmarkDeployment runs the three columns on each Deployment.
 func BenchmarkDeployment(b *testing.B) {
 	for _, d := range deployments {
-		u := readObject(b, d.path)
+		u := manifesttest.Object(b, d.path)
 		for _, c := range columns(b) {
 			b.Run(d.name+"/"+c.name, func(b *testing.B) {
 				b.ReportAllocs()
@@ -136,7 +112,7 @@ func releaseObjects(tb testing.TB) (objs []*unstructured.Unstructured, resources
 	}
 	for i := range 100 {
 		f := files[i%len(files)]
-		objs = append(objs, readObject(tb, filepath.FromSlash(f.path)))
+		objs = append(objs, manifesttest.Object(tb, filepath.FromSlash(f.path)))
 		resources = append(resources, f.resource)
 	}
 	return objs, resources
@@ -167,15 +143,7 @@ func librarySelection(tb testing.TB) ([]extv1alpha1.GlobalHealthRuleSet, []extv1
 	if err != nil {
 		tb.Fatal(err)
 	}
-	f, err := os.Open("../generic.yaml")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer f.Close()
-	generic, _, err := manifest.DecodeRuleSets(f)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	generic, _ := manifesttest.RuleSets(tb, "../generic.yaml")
 	return append(append(g, sets...), generic...), l
 }
 
@@ -273,7 +241,7 @@ func TestSideBySide(t *testing.T) {
 	}
 	fmt.Printf("%-20s %-16s %12s %10s %12s\n", "object", "implementation", "ns/op", "allocs/op", "vs kstatus")
 	for _, d := range deployments {
-		u := readObject(t, d.path)
+		u := manifesttest.Object(t, d.path)
 		// Three rounds, the columns interleaved, keeping each column's fastest: on a
 		// shared machine a round can be slowed by other work, and the columns should
 		// meet the same conditions.

@@ -17,7 +17,7 @@ import (
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
 	"github.com/kumodo/convoy-observer/health"
 	"github.com/kumodo/convoy-observer/health/library"
-	"github.com/kumodo/convoy-observer/health/manifest"
+	"github.com/kumodo/convoy-observer/health/manifest/manifesttest"
 )
 
 var update = flag.Bool("update", false, "rewrite the generated table of docs/rule-library.md")
@@ -196,23 +196,6 @@ var resources = map[string]string{
 	"PipelineRun": "pipelineruns", "TaskRun": "taskruns", "CustomRun": "customruns",
 }
 
-func readObject(t *testing.T, path string) *unstructured.Unstructured {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	objs, err := manifest.DecodeObjects(f)
-	if err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-	if len(objs) != 1 {
-		t.Fatalf("%s: want one object, got %d", path, len(objs))
-	}
-	return &objs[0]
-}
-
 // resource is the plural lowercase resource of the object's kind, as the inventory
 // records it; "" for a kind the table lacks (the test then fails on the verdict).
 func resource(obj *unstructured.Unstructured) string { return resources[obj.GetKind()] }
@@ -246,15 +229,7 @@ func TestRuleSets(t *testing.T) {
 	if len(sets) != len(library.FileNames()) || len(sets) == 0 {
 		t.Fatalf("%d sets from %d files", len(sets), len(library.FileNames()))
 	}
-	f, err := os.Open("../convoy-defaults.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	defaults, _, err := manifest.DecodeRuleSets(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	defaults, _ := manifesttest.RuleSets(t, "../convoy-defaults.yaml")
 	if _, err := health.NewEvaluator(append(slices.Clone(sets), defaults...), nil); err != nil {
 		t.Fatalf("library + convoy-defaults do not compile: %v", err)
 	}
@@ -308,7 +283,7 @@ func TestCases(t *testing.T) {
 			t.Errorf("%s: listed twice", c.File)
 		}
 		seen[c.File] = true
-		obj := readObject(t, casePath(t, c))
+		obj := manifesttest.Object(t, casePath(t, c))
 		v := evaluate(ev, obj)
 		if string(v.state) != c.State || v.result.Message != c.Message {
 			t.Errorf("%s: got %s %q, want %s %q", c.File, v.state, v.result.Message, c.State, c.Message)

@@ -15,6 +15,7 @@ import (
 	"github.com/kumodo/convoy-observer/health"
 	"github.com/kumodo/convoy-observer/health/lint"
 	"github.com/kumodo/convoy-observer/health/manifest"
+	"github.com/kumodo/convoy-observer/health/manifest/manifesttest"
 )
 
 // genObject generates a live object valid under schema s: required fields always,
@@ -131,7 +132,7 @@ func TestLintAgreesWithEvaluation(t *testing.T) {
 	r := rand.New(rand.NewPCG(2026, 12))
 	var pairs, acceptedOK, acceptedTypeErr, rejectedFails, rejectedClean int
 	for _, path := range sets {
-		g, _ := read(t, path)
+		g, _ := manifesttest.RuleSets(t, path)
 		for _, set := range g {
 			for i, rule := range set.Spec.Rules {
 				for _, res := range rule.Resources {

@@ -9,31 +9,17 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
-	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
 	"github.com/kumodo/convoy-observer/health/library"
 	"github.com/kumodo/convoy-observer/health/lint"
 	"github.com/kumodo/convoy-observer/health/manifest"
+	"github.com/kumodo/convoy-observer/health/manifest/manifesttest"
 )
-
-func read(t *testing.T, path string) ([]extv1alpha1.GlobalHealthRuleSet, []extv1alpha1.HealthRuleSet) {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	g, l, err := manifest.DecodeRuleSets(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return g, l
-}
 
 // TestLintFindsEachMistake checks that every rule of testdata/bad.yaml gives exactly the
 // finding its comment announces.
 func TestLintFindsEachMistake(t *testing.T) {
 	t.Parallel()
-	g, l := read(t, "testdata/bad.yaml")
+	g, l := manifesttest.RuleSets(t, "testdata/bad.yaml")
 	got := lint.Lint(g, l, &lint.Builtin{})
 	want := []struct {
 		rule     int
@@ -65,7 +51,7 @@ func TestLintFindsEachMistake(t *testing.T) {
 
 func TestLintGoodRules(t *testing.T) {
 	t.Parallel()
-	g, l := read(t, "testdata/good.yaml")
+	g, l := manifesttest.RuleSets(t, "testdata/good.yaml")
 	got := lint.Lint(g, l, &lint.Builtin{})
 	if lint.HasErrors(got) || len(got) != 1 || got[0].Severity != lint.Note || got[0].RuleSet != "HealthRuleSet/team-a/good" ||
 		!strings.Contains(got[0].Message, "example.com/v1 widgets not type-checked") {
@@ -203,7 +189,7 @@ func TestLibraryAndDefaultsLintClean(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dg, _ := read(t, "../convoy-defaults.yaml")
+	dg, _ := manifesttest.RuleSets(t, "../convoy-defaults.yaml")
 	all := append(dg, sets...)
 	for _, f := range lint.Lint(all, nil, &lint.Builtin{}) {
 		group, _, _ := strings.Cut(strings.Fields(f.Message)[0], "/")
@@ -244,7 +230,7 @@ var wildcardFamilies = map[string]bool{
 // an error.
 func TestCRDSchemas(t *testing.T) {
 	t.Parallel()
-	g, l := read(t, "testdata/widgets-rules.yaml")
+	g, l := manifesttest.RuleSets(t, "testdata/widgets-rules.yaml")
 	got := lint.Lint(g, l, lint.Sources{&lint.Builtin{}, crds(t, "testdata/widgets-crd.yaml")})
 	want := []string{
 		"error: GlobalHealthRuleSet/widgets rule 1 ruleExpression: example.com/v1 widgets (Widget): undefined field 'colour'",
@@ -294,7 +280,7 @@ func join(fs []lint.Finding) string {
 // pattern is an error.
 func TestWildcardRules(t *testing.T) {
 	t.Parallel()
-	g, l := read(t, "testdata/wildcard-rules.yaml")
+	g, l := manifesttest.RuleSets(t, "testdata/wildcard-rules.yaml")
 	got := lint.Lint(g, l, lint.Sources{&lint.Builtin{}, crds(t, "testdata/widgets-crd.yaml")})
 	want := []string{
 		"error: GlobalHealthRuleSet/wild rule 0 ruleExpression: example.com/v1 widgets (Widget): undefined field 'colour'",

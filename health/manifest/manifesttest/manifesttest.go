@@ -1,0 +1,63 @@
+// Package manifesttest reads the YAML fixtures of tests with package manifest: each
+// function opens the file, decodes it, and fails the test when it cannot, naming the file.
+package manifesttest
+
+import (
+	"os"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
+	"github.com/kumodo/convoy-observer/health/manifest"
+)
+
+// RuleSets returns the GlobalHealthRuleSets and HealthRuleSets of the file path, decoded
+// by manifest.DecodeRuleSets.
+func RuleSets(tb testing.TB, path string) ([]extv1alpha1.GlobalHealthRuleSet, []extv1alpha1.HealthRuleSet) {
+	tb.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer f.Close()
+	global, local, err := manifest.DecodeRuleSets(f)
+	if err != nil {
+		tb.Fatalf("decoding %s: %v", path, err)
+	}
+	return global, local
+}
+
+// Objects returns the objects of the file path, decoded by manifest.DecodeObjects (as
+// live objects arrive: integers are int64).
+func Objects(tb testing.TB, path string) []unstructured.Unstructured {
+	tb.Helper()
+	objs, err := TryObjects(tb, path)
+	if err != nil {
+		tb.Fatalf("decoding %s: %v", path, err)
+	}
+	return objs
+}
+
+// Object returns the one object of the file path, as Objects decodes it; a file with
+// none or more than one fails the test.
+func Object(tb testing.TB, path string) *unstructured.Unstructured {
+	tb.Helper()
+	objs := Objects(tb, path)
+	if len(objs) != 1 {
+		tb.Fatalf("%s: want one object, got %d", path, len(objs))
+	}
+	return &objs[0]
+}
+
+// TryObjects is Objects for a file that may not decode: it fails the test only when the
+// file cannot be opened, and returns the decoding error.
+func TryObjects(tb testing.TB, path string) ([]unstructured.Unstructured, error) {
+	tb.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer f.Close()
+	return manifest.DecodeObjects(f)
+}
