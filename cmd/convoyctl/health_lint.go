@@ -32,6 +32,9 @@ kubectl apply -k installs when it holds a kustomization (kustomize build), else 
 
   error: GlobalHealthRuleSet/NAME rule I FIELD: MESSAGE
 
+A line starts with its severity: "error" (the rule does not work as written), "warning"
+(it works but never reads what it selects) or "note" (what was not checked).
+
 Each rule must have what admission requires (apiVersion, resources, ruleExpression) and
 compile as the health loop compiles it. Then each expression is type-checked with
 object declared as the type of each resource the rule names, which finds a field that
@@ -39,13 +42,21 @@ does not exist (object.status.readyReplica), an operation on mismatched types
 (object.spec.replicas == 'three'), has() on a field whose parent may be absent and is
 not tested first, and a rule whose apiVersion and resource match nothing known.
 
+A field that a resource's schema does not declare is absent on its objects: an optional
+selection of it (object.?status.?conditions, or a selection chained after an optional
+one) yields none and has() of it is false, so both are accepted; a warning says so when
+no resource the rule is checked against declares the field (a misspelt field, most
+likely). A plain selection of it (object.status.conditions) fails on every such object
+and is an error.
+
 A wildcard rule (apiVersion "*", "GROUP/*", "*/VERSION", "*.SUFFIX/VERSION" or
 "*.SUFFIX/*", or resources holding "*") is type-checked against every resource it matches
 among those the schema sources know (the built-in kinds, the --schema CRDs, the
 cluster's served resources), and a note line names them: the resources it meets that no
-source knows are not type-checked. A rule meant for kinds that lack a field reads it
-through dyn(object) (dyn(object).?status.?conditions), which type-checks against all. A
-"*" anywhere else (such as "apps*/v1" or "deploy*") matches nothing and is an error.
+source knows are not type-checked. A rule meant for kinds of which some lack a field
+reads it with an optional selection or has() (object.?status.?conditions.orValue([])):
+it is not reported for the kinds that lack the field as long as one of them declares it.
+A "*" anywhere else (such as "apps*/v1" or "deploy*") matches nothing and is an error.
 
 The schemas of the built-in kinds come from the Kubernetes API types compiled into
 convoyctl (no cluster needed), the aggregator's APIService and CustomResourceDefinition
@@ -55,8 +66,8 @@ with --kubeconfig, from the cluster's /openapi/v3 and its discovery. A rule of a
 none of them knows is not type-checked, and a note line says so; so is a version that the
 CustomResourceDefinition given with --schema does not serve (an older install may).
 
-Exit status: 0 when there is no error (notes allowed), 1 when a rule set has an error
-finding, 2 on a usage error or unreadable input.`,
+Exit status: 0 when there is no error (warnings and notes allowed), 1 when a rule set
+has an error finding, 2 on a usage error or unreadable input.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return usageError(fmt.Errorf("%s needs one or more rule set files", cmd.CommandPath()))

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -44,6 +45,36 @@ func TestHealthLint(t *testing.T) {
 		if code, _, stderr := runCLI(args...); code != exitUsage {
 			t.Errorf("%v: exit %d, want %d; stderr: %s", args, code, exitUsage, stderr)
 		}
+	}
+}
+
+// TestHealthLintWarnings: an optional selection of a field that the kind's schema does
+// not declare works (it yields none) and is a warning line, exit 0; a plain selection of
+// it fails on every object and is an error, exit 1.
+func TestHealthLintWarnings(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	write := func(name, expr string) string {
+		path := filepath.Join(dir, name)
+		doc := "apiVersion: extensions.convoy.kumodo.io/v1alpha1\nkind: GlobalHealthRuleSet\nmetadata: {name: cm}\n" +
+			"spec:\n  rules:\n    - apiVersion: v1\n      resources: [configmaps]\n      ruleExpression: " + strconv.Quote(expr) + "\n"
+		if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	optional := write("optional.yaml", "object.?status.?conditions.orValue([]).size() == 0")
+	code, stdout, stderr := runCLI("health", "lint", optional)
+	want := "warning: GlobalHealthRuleSet/cm rule 0 ruleExpression: v1 configmaps (ConfigMap): object.?status (column 7): " +
+		"ConfigMap declares no field 'status': the selection always yields none\n"
+	if code != exitOK || stdout != want || stderr != "" {
+		t.Errorf("optional selection: exit %d\nstdout:\n%s\nstderr:\n%s\nwant exit 0 and:\n%s", code, stdout, stderr, want)
+	}
+	plain := write("plain.yaml", "object.status.conditions.size() == 0")
+	code, stdout, stderr = runCLI("health", "lint", plain)
+	if code != exitCompileError || !strings.HasPrefix(stdout, "error: GlobalHealthRuleSet/cm rule 0 ruleExpression: v1 configmaps (ConfigMap): undefined field 'status'") ||
+		!strings.Contains(stderr, "1 errors in 1 rule sets") {
+		t.Errorf("plain selection: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
 }
 

@@ -3,7 +3,10 @@
 // admission requires, and is type-checked against the schema of the resources it
 // matches, where a SchemaSource knows one:
 //
-//   - a field that does not exist (object.status.readyReplica on a Deployment),
+//   - a field that does not exist (object.status.readyReplica on a Deployment); an
+//     optional selection (object.?status) or has() of such a field works (none, false) and
+//     is a Warning only when no resource the rule is checked against declares the field
+//     (optional.go),
 //   - an operation on mismatched types (object.spec.replicas == 'three'),
 //   - has() on a field whose parent may be absent and is not guarded by an earlier
 //     has() of that parent (has(object.status.x.y) when status.x is optional),
@@ -71,6 +74,10 @@ type Severity string
 const (
 	// Error findings make convoyctl health lint exit 1.
 	Error Severity = "error"
+	// Warning findings name what works but never reads anything (an optional selection
+	// of a field that no schema the rule is checked against declares); they do not fail
+	// the lint.
+	Warning Severity = "warning"
 	// Note findings say what was not checked; they do not fail the lint.
 	Note Severity = "note"
 )
@@ -172,6 +179,7 @@ func lintSet(kind, namespace, name string, rules []extv1alpha1.RuleSpec, src Sch
 			add(Error, "apiVersion", "%q is not a group/version: %v", r.APIVersion, err)
 			continue
 		}
+		var tally undeclaredTally
 		for _, res := range r.Resources {
 			if strings.Contains(res, health.Wildcard) {
 				continue
@@ -188,24 +196,93 @@ func lintSet(kind, namespace, name string, rules []extv1alpha1.RuleSpec, src Sch
 				add(Note, "resources", "%s %s not type-checked: no schema known (give its CustomResourceDefinition with --schema, or --kubeconfig to read the cluster's)", r.APIVersion, res)
 				continue
 			}
-			checkRule(r, r.APIVersion, res, s, gvk, add)
+			checkRule(r, r.APIVersion, res, s, gvk, add, &tally)
 		}
+		tally.warn(add)
 	}
 	return out
 }
 
-// checkRule type-checks both expressions of r against the schema s of apiVersion/res.
-func checkRule(r *extv1alpha1.RuleSpec, apiVersion, res string, s *spec.Schema, gvk schema.GroupVersionKind, add addFunc) {
+// checkRule type-checks both expressions of r against the schema s of apiVersion/res:
+// errors are added, the selections of undeclared fields are tallied.
+func checkRule(r *extv1alpha1.RuleSpec, apiVersion, res string, s *spec.Schema, gvk schema.GroupVersionKind, add addFunc, tally *undeclaredTally) {
+	resource := fmt.Sprintf("%s %s (%s)", apiVersion, res, gvk.Kind)
+	tally.checked = append(tally.checked, resource)
 	for _, e := range []struct{ field, expr string }{
 		{health.FieldRuleExpression, r.RuleExpression}, {health.FieldMessageExpression, r.MessageExpression},
 	} {
 		if e.expr == "" {
 			continue
 		}
-		for _, msg := range checkExpression(e.expr, s, gvk) {
-			add(Error, e.field, "%s %s (%s): %s", apiVersion, res, gvk.Kind, msg)
+		errs, uses := checkExpression(e.expr, s, gvk)
+		for _, msg := range errs {
+			add(Error, e.field, "%s: %s", resource, msg)
+		}
+		for _, u := range uses {
+			tally.add(e.field, resource, u)
 		}
 	}
+}
+
+// undeclaredTally collects, over the resources a rule is type-checked against, the
+// optional selections and has() of fields that their schemas do not declare.
+type undeclaredTally struct {
+	// checked lists the resources type-checked, as "apiVersion resource (Kind)".
+	checked []string
+	uses    map[useKey]*tallied
+	order   []useKey
+}
+
+// useKey identifies a selection: the expression's field and the node's ID.
+type useKey struct {
+	field string
+	id    int64
+}
+
+// tallied is a selection and the resources whose schema lacks its field.
+type tallied struct {
+	first undeclaredUse
+	in    []string
+}
+
+func (t *undeclaredTally) add(field, resource string, u undeclaredUse) {
+	k := useKey{field, u.id}
+	if t.uses == nil {
+		t.uses = map[useKey]*tallied{}
+	}
+	if t.uses[k] == nil {
+		t.uses[k] = &tallied{first: u}
+		t.order = append(t.order, k)
+	}
+	t.uses[k].in = append(t.uses[k].in, resource)
+}
+
+// warn adds a warning for each selection whose field no resource checked declares: it
+// yields none (has(): false) wherever the rule applies, which is a misspelt field or a
+// rule for other kinds. A field that only some of them lack is what a rule for several
+// kinds reads on purpose, and is not reported.
+func (t *undeclaredTally) warn(add addFunc) {
+	for _, k := range t.order {
+		u := t.uses[k]
+		if len(u.in) != len(t.checked) {
+			continue
+		}
+		if len(t.checked) == 1 {
+			add(Warning, k.field, "%s: %s", t.checked[0], u.first)
+			continue
+		}
+		add(Warning, k.field, "%s: %s (column %d): none of them declares field '%s': %s",
+			listed(t.checked), u.first.text, u.first.column, u.first.field, u.first.outcome())
+	}
+}
+
+// listed joins at most maxListed items, and says how many more there are.
+func listed(items []string) string {
+	list := strings.Join(items[:min(len(items), maxListed)], ", ")
+	if len(items) > maxListed {
+		list += fmt.Sprintf(" and %d more", len(items)-maxListed)
+	}
+	return list
 }
 
 // addFunc records a finding of the rule being linted.
@@ -235,23 +312,22 @@ func lintWildcard(r *extv1alpha1.RuleSpec, src SchemaSource, add addFunc) {
 		}
 	}
 	var checked []string
+	var tally undeclaredTally
 	for _, gvr := range known {
 		s, gvk, resolution, err := src.Lookup(gvr.GroupVersion(), gvr.Resource)
 		if err != nil || resolution != Found {
 			continue
 		}
-		checkRule(r, gvr.GroupVersion().String(), gvr.Resource, s, gvk, add)
+		checkRule(r, gvr.GroupVersion().String(), gvr.Resource, s, gvk, add, &tally)
 		checked = append(checked, gvr.GroupVersion().String()+" "+gvr.Resource)
 	}
+	tally.warn(add)
 	what := fmt.Sprintf("%s %s", r.APIVersion, strings.Join(r.Resources, ","))
 	if len(checked) == 0 {
 		add(Note, "resources", "%s not type-checked: a wildcard, and no schema known matches it (give the CustomResourceDefinitions it is for with --schema, or --kubeconfig to read the cluster's)", what)
 		return
 	}
-	list := strings.Join(checked[:min(len(checked), maxListed)], ", ")
-	if len(checked) > maxListed {
-		list += fmt.Sprintf(" and %d more", len(checked)-maxListed)
-	}
+	list := listed(checked)
 	add(Note, "resources", "%s is a wildcard: type-checked against the %d known resources it matches (%s); resources it meets that no schema source knows are not type-checked", what, len(checked), list)
 }
 
@@ -286,29 +362,34 @@ func sortedGVRs(keys iter.Seq[schema.GroupVersionResource]) []schema.GroupVersio
 }
 
 // checkExpression type-checks expr with object of schema s, as a live object is read
-// (live.go), and checks its has() calls.
-func checkExpression(expr string, s *spec.Schema, gvk schema.GroupVersionKind) []string {
-	env, err := typedEnv(liveSchema(s, numbersDyn, 0), gvk)
+// (live.go), and checks its has() calls. It returns the errors, and the optional
+// selections and has() of fields that the schema does not declare (optional.go).
+func checkExpression(expr string, s *spec.Schema, gvk schema.GroupVersionKind) ([]string, []undeclaredUse) {
+	env, declared, err := typedEnv(liveSchema(s, numbersDyn, 0), gvk)
 	if err != nil {
-		return []string{fmt.Sprintf("cannot build the typed environment: %v", err)}
+		return []string{fmt.Sprintf("cannot build the typed environment: %v", err)}, nil
 	}
 	ast, iss := env.Compile(expr)
 	if iss.Err() != nil {
-		return issues(iss)
+		return issues(iss), nil
 	}
-	if intEnv, err := typedEnv(liveSchema(s, numbersInt, 0), gvk); err == nil {
+	errs, uses := undeclaredSelections(ast, declared, gvk)
+	if len(errs) > 0 {
+		return errs, uses
+	}
+	if intEnv, _, err := typedEnv(liveSchema(s, numbersInt, 0), gvk); err == nil {
 		if _, iss := intEnv.Compile(expr); iss.Err() != nil {
 			var msgs []string
 			for _, m := range issues(iss) {
 				msgs = append(msgs, "a JSON number without a fraction is an int on a live object, and then: "+m)
 			}
-			return msgs
+			return msgs, uses
 		}
 	}
 	if msgs := escapedNames(expr); len(msgs) > 0 {
-		return msgs
+		return msgs, uses
 	}
-	return uncheckedHas(ast, s)
+	return uncheckedHas(ast, s), uses
 }
 
 // issues lists the messages of a failed compilation.
@@ -320,22 +401,31 @@ func issues(iss *cel.Issues) []string {
 	return msgs
 }
 
-// typedEnv is the rules' environment with object declared as the resource's type.
-func typedEnv(s *spec.Schema, gvk schema.GroupVersionKind) (*cel.Env, error) {
+// typedEnv is the rules' environment with object declared as the resource's type, in
+// which a field that a schema object does not declare is dyn (openProvider), and the
+// provider that knows the declared fields only.
+func typedEnv(s *spec.Schema, gvk schema.GroupVersionKind) (*cel.Env, *apiservercel.DeclTypeProvider, error) {
 	decl := common.SchemaDeclType(&celopenapi.Schema{Schema: s}, true)
 	if decl == nil {
-		return nil, fmt.Errorf("the schema of %s has no CEL type", gvk)
+		return nil, nil, fmt.Errorf("the schema of %s has no CEL type", gvk)
 	}
 	decl = decl.MaybeAssignTypeName(typeName(gvk))
-	set, err := environment.MustBaseEnvSet(health.CompatibilityVersion).Extend(environment.VersionedOptions{
-		IntroducedVersion: version.MajorMinor(1, 0),
-		EnvOptions:        []cel.EnvOption{cel.Variable("object", decl.CelType())},
-		DeclTypes:         []*apiservercel.DeclType{decl},
-	})
+	base, err := environment.MustBaseEnvSet(health.CompatibilityVersion).Env(environment.StoredExpressions)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return set.Env(environment.StoredExpressions)
+	// As the API server's environment declares a DeclType (environment.VersionedOptions).
+	declared := apiservercel.NewDeclTypeProvider(decl)
+	if health.CompatibilityVersion.AtLeast(version.MajorMinor(1, 31)) {
+		declared.SetRecognizeKeywordAsFieldName(true)
+	}
+	declared, err = declared.WithTypeProvider(base.CELTypeProvider())
+	if err != nil {
+		return nil, nil, err
+	}
+	open := &openProvider{declared}
+	env, err := base.Extend(cel.Variable("object", decl.CelType()), cel.CustomTypeProvider(open), cel.CustomTypeAdapter(open))
+	return env, declared, err
 }
 
 // typeName names the object's CEL type after its kind, for readable errors.
