@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
@@ -59,7 +60,7 @@ func entryPosition(e *syncapi.HealthEntry) health.EntryPosition {
 }
 
 func healthEntry(e *v1alpha1.InventoryEntry) syncapi.HealthEntry {
-	out := syncapi.HealthEntry{
+	return syncapi.HealthEntry{
 		Group:             e.Group,
 		Version:           e.Version,
 		Kind:              e.Kind,
@@ -70,33 +71,30 @@ func healthEntry(e *v1alpha1.InventoryEntry) syncapi.HealthEntry {
 		Message:           e.Message,
 		RenderRef:         e.RenderRef,
 		AssessedRenderRef: e.AssessedRenderRef,
+		FirstUnhealthy:    timeOrNil(e.FirstUnhealthy),
 	}
-	if e.FirstUnhealthy != nil && !e.FirstUnhealthy.IsZero() {
-		t := *e.FirstUnhealthy
-		out.FirstUnhealthy = &t
-	}
-	return out
 }
 
 func healthHook(h *v1alpha1.HookEntry) syncapi.HealthHook {
-	out := syncapi.HealthHook{
+	return syncapi.HealthHook{
 		Name:         h.Name,
 		WorkloadKind: h.WorkloadKind,
 		Namespace:    h.Namespace,
 		WorkloadName: h.WorkloadName,
 		State:        h.State,
 		Message:      h.Message,
+		CreatedAt:    timeOrNil(h.CreatedAt),
+		FinishedAt:   timeOrNil(h.FinishedAt),
+		Timeout:      h.Timeout,
 	}
-	if h.CreatedAt != nil && !h.CreatedAt.IsZero() {
-		t := *h.CreatedAt
-		out.CreatedAt = &t
+}
+
+// timeOrNil returns a copy of t, or nil when t is unset or zero: /health answers null
+// for both.
+func timeOrNil(t *metav1.Time) *metav1.Time {
+	if t == nil || t.IsZero() {
+		return nil
 	}
-	if h.FinishedAt != nil && !h.FinishedAt.IsZero() {
-		t := *h.FinishedAt
-		out.FinishedAt = &t
-	}
-	if h.Timeout != "" {
-		out.Timeout = h.Timeout
-	}
-	return out
+	c := *t
+	return &c
 }
