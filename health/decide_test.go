@@ -81,20 +81,8 @@ func TestDecidedRulesAgree(t *testing.T) {
 		t.Fatal("no wildcard rule has apiVersion terms: the generic set's exclusion is no longer decided at match time")
 	}
 
-	var objects []map[string]any
 	dirs, _ := filepath.Glob("library/testdata/*")
-	for _, dir := range append(dirs, "../testdata/objects", "../testdata/gitops-engine-health") {
-		files, _ := filepath.Glob(dir + "/*.yaml")
-		for _, path := range files {
-			objs, err := manifesttest.TryObjects(t, path)
-			if err != nil {
-				continue // the fixture strict decoding rejects, and cases.yaml
-			}
-			for i := range objs {
-				objects = append(objects, objs[i].Object)
-			}
-		}
-	}
+	objects := manifesttest.DecodableObjects(t, append(dirs, "../testdata/objects", "../testdata/gitops-engine-health")...)
 	if len(objects) < 300 {
 		t.Fatalf("%d objects: the corpus went missing", len(objects))
 	}

@@ -71,19 +71,7 @@ func TestGuardedProgramsAgreeWithCEL(t *testing.T) {
 		"{'a': 1, 'a': 2}.a", "object.?status.?conditions.orValue([]).size()", "object.status.conditions.exists(c, c.type in ['Ready', 'Available'])",
 		"dyn(object.spec.replicas) in ['1', 'a']",
 	}
-	var objects []map[string]any
-	for _, dir := range []string{"../testdata/objects", "../testdata/gitops-engine-health"} {
-		files, _ := filepath.Glob(dir + "/*.yaml")
-		for _, path := range files {
-			objs, err := manifesttest.TryObjects(t, path)
-			if err != nil {
-				continue // the fixture strict decoding rejects
-			}
-			for i := range objs {
-				objects = append(objects, objs[i].Object)
-			}
-		}
-	}
+	objects := manifesttest.DecodableObjects(t, "../testdata/objects", "../testdata/gitops-engine-health")
 	objects = append(objects, map[string]any{}, map[string]any{"status": nil, "spec": "text", "metadata": map[string]any{"name": nil}})
 	ruleFiles, _ := filepath.Glob("library/*.yaml")
 	for _, path := range append(ruleFiles, "convoy-defaults.yaml") {

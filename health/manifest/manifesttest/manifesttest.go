@@ -4,6 +4,7 @@ package manifesttest
 
 import (
 	"os"
+	"path/filepath"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -32,7 +33,12 @@ func RuleSets(tb testing.TB, path string) ([]extv1alpha1.GlobalHealthRuleSet, []
 // live objects arrive: integers are int64).
 func Objects(tb testing.TB, path string) []unstructured.Unstructured {
 	tb.Helper()
-	objs, err := TryObjects(tb, path)
+	f, err := os.Open(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer f.Close()
+	objs, err := manifest.DecodeObjects(f)
 	if err != nil {
 		tb.Fatalf("decoding %s: %v", path, err)
 	}
@@ -50,14 +56,31 @@ func Object(tb testing.TB, path string) *unstructured.Unstructured {
 	return &objs[0]
 }
 
-// TryObjects is Objects for a file that may not decode: it fails the test only when the
-// file cannot be opened, and returns the decoding error.
-func TryObjects(tb testing.TB, path string) ([]unstructured.Unstructured, error) {
+// DecodableObjects returns the content of every object of the *.yaml files in dirs,
+// directory by directory, skipping the files that do not decode (fixtures that strict
+// decoding rejects on purpose): a corpus for tests that run over many objects.
+func DecodableObjects(tb testing.TB, dirs ...string) []map[string]any {
 	tb.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		tb.Fatal(err)
+	var out []map[string]any
+	for _, dir := range dirs {
+		files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		for _, path := range files {
+			f, err := os.Open(path)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			objs, err := manifest.DecodeObjects(f)
+			f.Close()
+			if err != nil {
+				continue
+			}
+			for i := range objs {
+				out = append(out, objs[i].Object)
+			}
+		}
 	}
-	defer f.Close()
-	return manifest.DecodeObjects(f)
+	return out
 }
