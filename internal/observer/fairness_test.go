@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -203,21 +202,7 @@ func noisyRelease(t *testing.T, ns, name string, interval time.Duration, entries
 // startReplica starts an observer watching namespaces with default flags.
 func startReplica(t *testing.T, namespaces ...string) func() {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	mgr, err := observer.New(ctx, env.Config, observer.Options{Namespaces: namespaces, Workers: 64})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := mgr.Start(ctx); err != nil {
-			t.Errorf("observer: %v", err)
-		}
-	}()
-	var once sync.Once
-	stop := func() { once.Do(func() { cancel(); <-done }) }
-	t.Cleanup(stop)
+	_, stop := startObserver(t, env.Config, observer.Options{Namespaces: namespaces, Workers: 64})
 	return stop
 }
 

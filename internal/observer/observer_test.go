@@ -90,6 +90,14 @@ func replicaOn(t *testing.T, cfg *rest.Config, ns string, o observer.Options) (*
 	w := &writes{n: map[string]int{}}
 	o.Namespaces = []string{ns}
 	o.WrapWriter = w.wrap
+	mgr, stop := startObserver(t, cfg, o)
+	return w, stop, mgr
+}
+
+// startObserver runs an observer built from cfg and o until the test ends, and returns
+// its manager and a function that stops it earlier (and waits until it stopped).
+func startObserver(t *testing.T, cfg *rest.Config, o observer.Options) (manager.Manager, func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	mgr, err := observer.New(ctx, cfg, o)
 	if err != nil {
@@ -99,13 +107,13 @@ func replicaOn(t *testing.T, cfg *rest.Config, ns string, o observer.Options) (*
 	go func() {
 		defer close(done)
 		if err := mgr.Start(ctx); err != nil {
-			t.Errorf("replica %v: %v", o.Shards, err)
+			t.Errorf("observer (shards %v): %v", o.Shards, err)
 		}
 	}()
 	var once sync.Once
 	stop := func() { once.Do(func() { cancel(); <-done }) }
 	t.Cleanup(stop)
-	return w, stop, mgr
+	return mgr, stop
 }
 
 var nsN atomic.Int32
