@@ -47,7 +47,8 @@ selection of it (object.?status.?conditions, or a selection chained after an opt
 one) yields none and has() of it is false, so both are accepted; a warning says so when
 no resource the rule is checked against declares the field (a misspelt field, most
 likely). A plain selection of it (object.status.conditions) fails on every such object
-and is an error.
+and is an error. An index with a string (object['spec'], object[?'status']) and
+'f' in x on an object of the schema are read as the selections x.f, x.?f and has(x.f).
 
 A wildcard rule (apiVersion "*", "GROUP/*", "*/VERSION", "*.SUFFIX/VERSION" or
 "*.SUFFIX/*", or resources holding "*") is type-checked against every resource it matches

@@ -369,16 +369,16 @@ func checkExpression(expr string, s *spec.Schema, gvk schema.GroupVersionKind) (
 	if err != nil {
 		return []string{fmt.Sprintf("cannot build the typed environment: %v", err)}, nil
 	}
-	ast, iss := env.Compile(expr)
+	ast, parsed, iss := compileFields(env, expr)
 	if iss.Err() != nil {
 		return issues(iss), nil
 	}
-	errs, uses := undeclaredSelections(ast, declared, gvk)
+	errs, uses := undeclaredSelections(ast, parsed, declared, gvk)
 	if len(errs) > 0 {
 		return errs, uses
 	}
 	if intEnv, _, err := typedEnv(liveSchema(s, numbersInt, 0), gvk); err == nil {
-		if _, iss := intEnv.Compile(expr); iss.Err() != nil {
+		if _, _, iss := compileFields(intEnv, expr); iss.Err() != nil {
 			var msgs []string
 			for _, m := range issues(iss) {
 				msgs = append(msgs, "a JSON number without a fraction is an int on a live object, and then: "+m)

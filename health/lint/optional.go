@@ -27,7 +27,8 @@ import (
 // AST's types (undeclaredSelections): the plain ones are errors, the others are collected
 // so that the rule's caller can warn when no resource the rule is checked against
 // declares the field (per resource, a rule for several kinds reads fields that some lack
-// on purpose).
+// on purpose). compileFields reads x['f'], x[?'f'] and 'f' in x on a schema object as
+// those selections, as they are on a live object.
 
 // openProvider is the DeclTypeProvider of object's type in which every field that a schema
 // object does not declare exists and is dyn.
@@ -77,8 +78,9 @@ func (u undeclaredUse) outcome() string {
 
 // undeclaredSelections finds, in a checked expression, every selection of a field that
 // its schema object does not declare (see the comment at the top): the plain ones as
-// errors (in the API server's words, "undefined field"), the others as uses.
-func undeclaredSelections(checked *cel.Ast, declared *apiservercel.DeclTypeProvider, gvk schema.GroupVersionKind) ([]string, []undeclaredUse) {
+// errors (in the API server's words, "undefined field"), the others as uses. parsed is
+// the expression as written, for the uses' text.
+func undeclaredSelections(checked, parsed *cel.Ast, declared *apiservercel.DeclTypeProvider, gvk schema.GroupVersionKind) ([]string, []undeclaredUse) {
 	native := checked.NativeRep()
 	var errs []string
 	var uses []undeclaredUse
@@ -120,9 +122,11 @@ func undeclaredSelections(checked *cel.Ast, declared *apiservercel.DeclTypeProvi
 			errs = append(errs, fmt.Sprintf("undefined field '%s' (column %d)", field, column))
 			continue
 		}
-		text, err := parser.Unparse(e, native.SourceInfo())
-		if err != nil {
-			text = field
+		text := field
+		if written := nodeByID(parsed, e.ID()); written != nil { // as written, not as compileFields reads it
+			if t, err := parser.Unparse(written, parsed.NativeRep().SourceInfo()); err == nil {
+				text = t
+			}
 		}
 		uses = append(uses, undeclaredUse{id: e.ID(), text: text, column: column, owner: ownerName(t.TypeName(), gvk), field: field, has: has})
 	}
@@ -137,4 +141,99 @@ func ownerName(typeName string, gvk schema.GroupVersionKind) string {
 		return gvk.Kind
 	}
 	return gvk.Kind + "." + strings.NewReplacer(".@idx", "[]", ".@elem", "[*]").Replace(path)
+}
+
+// compileFields compiles expr in env, reading an index with a string key and an `in`
+// test of a string on a schema object as the field selection they are on a live object
+// (a map), which CEL does not define on object types: x['f'] as x.f, x[?'f'] as x.?f and
+// 'f' in x as has(x.f). Only the nodes that fail to type-check as written are read so,
+// and only where the selection then type-checks (on a list, x['f'] stays an error). It
+// returns the checked AST and, for messages, expr as parsed.
+func compileFields(env *cel.Env, expr string) (checked, parsed *cel.Ast, iss *cel.Issues) {
+	rewrite := map[int64]bool{} // node ID → read as a selection (false: tried, and that fails too)
+	for {
+		parsed, iss = env.Parse(expr)
+		if iss.Err() != nil {
+			return nil, nil, iss
+		}
+		p, _ := env.Parse(expr)
+		fieldAccesses(p, rewrite)
+		checked, iss = env.Check(p)
+		if iss.Err() == nil {
+			return checked, parsed, nil
+		}
+		changed := false
+		for _, e := range iss.Errors() {
+			switch r, tried := rewrite[e.ExprID]; {
+			case r:
+				rewrite[e.ExprID], changed = false, true
+			case !tried && asFieldAccess(parsed, e.ExprID) != nil:
+				rewrite[e.ExprID], changed = true, true
+			}
+		}
+		if !changed {
+			return nil, nil, iss
+		}
+	}
+}
+
+// fieldAccesses replaces, in a parsed AST, each node of rewrite marked true by its field
+// access.
+func fieldAccesses(parsed *cel.Ast, rewrite map[int64]bool) {
+	for id, r := range rewrite {
+		if !r {
+			continue
+		}
+		if e := nodeByID(parsed, id); e != nil {
+			if access := asFieldAccess(parsed, id); access != nil {
+				e.SetKindCase(access)
+			}
+		}
+	}
+}
+
+// asFieldAccess returns the field access that the index or `in` node id of parsed is on a
+// map: x['f'] → x.f, x[?'f'] → x.?f, 'f' in x → has(x.f); nil for any other node.
+func asFieldAccess(parsed *cel.Ast, id int64) ast.Expr {
+	e := nodeByID(parsed, id)
+	if e == nil || e.Kind() != ast.CallKind {
+		return nil
+	}
+	call := e.AsCall()
+	args := call.Args()
+	if len(args) != 2 || call.IsMemberFunction() {
+		return nil
+	}
+	key := args[1]
+	if call.FunctionName() == operators.In {
+		key = args[0]
+	}
+	if key.Kind() != ast.LiteralKind {
+		return nil
+	}
+	field, ok := key.AsLiteral().Value().(string)
+	if !ok {
+		return nil
+	}
+	fac := ast.NewExprFactory()
+	switch call.FunctionName() {
+	case operators.Index:
+		return fac.NewSelect(id, args[0], field)
+	case operators.OptIndex:
+		return fac.NewCall(id, operators.OptSelect, args[0], key)
+	case operators.In:
+		return fac.NewPresenceTest(id, args[1], field)
+	}
+	return nil
+}
+
+// nodeByID finds the node id of a parsed AST.
+func nodeByID(parsed *cel.Ast, id int64) ast.Expr {
+	var found ast.Expr
+	ast.PreOrderVisit(parsed.NativeRep().Expr(), ast.NewExprVisitor(func(e ast.Expr) {
+		if e.ID() == id {
+			found = e
+		}
+	}))
+	return found
 }

@@ -9,11 +9,12 @@ import (
 )
 
 // TestOptionalSelection: an optional selection (a.?f, a[?'f'], and a selection chained
-// after one), or has(), of a field that a resource's schema does not declare works on a
+// after one), or has() ('f' in a), of a field that a resource's schema does not declare works on a
 // live object (it yields none, has() is false), so lint accepts it; it warns when no
 // resource the rule is checked against declares the field (a typo, or a rule that never
 // reads anything). A plain selection of an undeclared field fails on every object and
-// stays an error.
+// stays an error. An index with a string (a['f']) is the selection it is on a live
+// object, also of a declared field.
 func TestOptionalSelection(t *testing.T) {
 	t.Parallel()
 	src := lint.Sources{&lint.Builtin{}, crds(t, "testdata/widgets-crd.yaml", "testdata/things-crd.yaml")}
@@ -55,6 +56,20 @@ func TestOptionalSelection(t *testing.T) {
 		{name: "optional index after an undeclared field", apiVersion: "v1", resources: []string{"configmaps"},
 			expr: `object.?status[?"x"].orValue(1) == 1`,
 			want: []string{"warning: GlobalHealthRuleSet/t rule 0 ruleExpression: v1 configmaps (ConfigMap): object.?status (column 7): ConfigMap declares no field 'status'"}},
+		{name: "optional index of an undeclared field", apiVersion: "v1", resources: []string{"configmaps"},
+			expr: `object[?'status'].orValue({}).size() == 0`,
+			want: []string{"warning: GlobalHealthRuleSet/t rule 0 ruleExpression: v1 configmaps (ConfigMap): object[?\"status\"] (column 7): ConfigMap declares no field 'status'"}},
+		{name: "index of a declared field", apiVersion: "apps/v1", resources: []string{"deployments"},
+			expr: `object['spec']['replicas'] == 1 && object.?status[?'replicas'].orValue(0) == 1`},
+		{name: "in of an undeclared field", apiVersion: "v1", resources: []string{"configmaps"},
+			expr: `!('status' in object)`,
+			want: []string{"warning: GlobalHealthRuleSet/t rule 0 ruleExpression: v1 configmaps (ConfigMap): \"status\" in object (column 12): ConfigMap declares no field 'status': has() is always false"}},
+		{name: "index of an undeclared field", apiVersion: "v1", resources: []string{"configmaps"},
+			expr: `object['status'] == {}`,
+			want: []string{"error: GlobalHealthRuleSet/t rule 0 ruleExpression: v1 configmaps (ConfigMap): undefined field 'status' (column 7)"}},
+		{name: "index of a list with a string", apiVersion: "apps/v1", resources: []string{"deployments"},
+			expr: `object.spec.template.spec.containers['x'] == 1`,
+			want: []string{"error: GlobalHealthRuleSet/t rule 0 ruleExpression: apps/v1 deployments (Deployment): found no matching overload for '_[_]'"}},
 		{name: "declared fields", apiVersion: "example.com/v1", resources: []string{"widgets"},
 			expr: "object.?status.?ready.orValue(false) && has(object.spec) && has(object.spec.color)"},
 		{name: "plain select at top level", apiVersion: "v1", resources: []string{"configmaps"},
