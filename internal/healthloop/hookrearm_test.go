@@ -25,8 +25,7 @@ func TestFinishedHookNeverRegresses(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	f.release(nil, 0)
-	f.job("migrate", complete("done")...)
-	f.hooks(hook{name: "pre", kind: "Job", workload: "migrate", createdAt: t0})
+	f.preHook(t0, complete("done")...)
 	f.pass()
 	done := f.expectHook("pre", v1alpha1.HookSucceeded, "CompletionsReached: done")
 	if n := f.api.syncs.Load(); n != 1 {
@@ -70,8 +69,7 @@ func TestHookWorkloadDeletedByTTL(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	f.release(nil, 0)
-	f.job("migrate")
-	f.hooks(hook{name: "pre", kind: "Job", workload: "migrate", createdAt: t0})
+	f.preHook(t0)
 	f.pass()
 	f.expectHook("pre", v1alpha1.HookRunning, "")
 	j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "migrate", Namespace: f.ns}}

@@ -90,6 +90,14 @@ func (f *fixture) job(name string, conds ...batchv1.JobCondition) {
 	must(f.t, env.Client.Status().Update(f.ctx, j))
 }
 
+// preHook creates the Job "migrate" with conds (as job does) and records it as the hook
+// "pre" of the inventory, created at createdAt.
+func (f *fixture) preHook(createdAt time.Time, conds ...batchv1.JobCondition) {
+	f.t.Helper()
+	f.job("migrate", conds...)
+	f.hooks(hook{name: "pre", kind: "Job", workload: "migrate", createdAt: createdAt})
+}
+
 func cond(t batchv1.JobConditionType, reason, message string) batchv1.JobCondition {
 	return batchv1.JobCondition{Type: t, Status: corev1.ConditionTrue, Reason: reason, Message: message,
 		LastProbeTime: metav1.Now(), LastTransitionTime: metav1.Now()}
@@ -174,8 +182,7 @@ func TestHookReadErrorChangesNothing(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	f.release(nil, 0)
-	f.job("migrate")
-	f.hooks(hook{name: "pre", kind: "Job", workload: "migrate", createdAt: t0})
+	f.preHook(t0)
 	f.pass()
 	rv := f.getInventory().ResourceVersion
 	f.h.Clusters = fake.New(failingReader{})

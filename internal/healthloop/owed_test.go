@@ -179,8 +179,7 @@ func (f *fixture) edge(write string) {
 		return
 	}
 	f.release(nil, 0)
-	f.job("migrate", complete("done")...)
-	f.hooks(hook{name: "pre", kind: "Job", workload: "migrate", createdAt: t0.Add(-time.Minute)})
+	f.preHook(t0.Add(-time.Minute), complete("done")...)
 }
 
 // unpaidPass runs a pass whose sync request fails: the process dies before paying.

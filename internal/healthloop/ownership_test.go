@@ -120,8 +120,7 @@ func TestFieldManagerNames(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	f.oneConfigMap("true")
-	f.job("migrate", complete("")...)
-	f.hooks(hook{name: "pre", kind: "Job", workload: "migrate", createdAt: t0})
+	f.preHook(t0, complete("")...)
 	f.pass()
 	owners := func(mfs []metav1.ManagedFieldsEntry) map[string]string {
 		m := map[string]string{}

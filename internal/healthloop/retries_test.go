@@ -131,8 +131,7 @@ func TestFailedHookWriteIsRetried(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	f.release(nil, 0)
-	f.job("migrate", complete("done")...)
-	f.hooks(hook{name: "pre", kind: "Job", workload: "migrate", createdAt: t0})
+	f.preHook(t0, complete("done")...)
 	f.h.Writer = newFaultyWriter(map[string]int{inventory.FieldManagerHookStatus: 1})
 	c, _ := f.queueFor()
 	c.Enqueue(f.key)
@@ -160,8 +159,7 @@ func TestFailedHookWriteLetsEntriesLand(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	f.oneConfigMap("true")
-	f.job("migrate", complete("done")...)
-	f.hooks(hook{name: "pre", kind: "Job", workload: "migrate", createdAt: t0.Add(-time.Minute)})
+	f.preHook(t0.Add(-time.Minute), complete("done")...)
 	f.h.Writer = newFaultyWriter(map[string]int{inventory.FieldManagerHookStatus: 3})
 	for i := 0; i < 3; i++ {
 		if _, err := f.h.syncHandler(f.ctx, f.key); err == nil {
@@ -217,8 +215,7 @@ func TestEveryOwnWriteIsRetried(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t)
 			f.oneConfigMap("true")
-			f.job("migrate", complete("done")...)
-			f.hooks(hook{name: "pre", kind: "Job", workload: "migrate", createdAt: t0.Add(-time.Minute)})
+			f.preHook(t0.Add(-time.Minute), complete("done")...)
 			f.h.Writer = newFaultyWriter(map[string]int{write: 1})
 			f.api.fail.Store(write == "sync")
 			if _, err := f.h.syncHandler(f.ctx, f.key); err == nil {
@@ -249,8 +246,7 @@ func TestHookWriteConflictIsAQuietRetry(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	f.release(nil, 0)
-	f.job("migrate", complete("done")...)
-	f.hooks(hook{name: "pre", kind: "Job", workload: "migrate", createdAt: t0})
+	f.preHook(t0, complete("done")...)
 	stale := f.getInventory()
 	// The controller-manager records one more hook: the cache has not seen it yet.
 	f.job("other")
@@ -291,8 +287,7 @@ func TestHookAndEntryWritesChainResourceVersions(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	f.oneConfigMap("false")
-	f.job("migrate", complete("done")...)
-	f.hooks(hook{name: "pre", kind: "Job", workload: "migrate", createdAt: t0})
+	f.preHook(t0, complete("done")...)
 	// A cache that never sees the observer's writes: each pass starts from this copy.
 	f.h.Reader = staleReader{Reader: env.Client, stale: f.getInventory()}
 	f.pass()
