@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kumodo/convoy-observer/health/manifest"
+	"github.com/kumodo/convoy-observer/health/manifest/manifesttest"
 )
 
 // TestHealthLint runs health lint offline: the library and convoy-defaults lint clean
@@ -103,20 +103,9 @@ func TestHealthLintLibraryDirectory(t *testing.T) {
 	}
 	vendored := map[string]bool{}
 	files, _ := filepath.Glob(filepath.Join(crds, "*.yaml"))
-	for _, f := range files {
-		r, err := os.Open(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		list, err := manifest.DecodeCRDs(r)
-		r.Close()
-		if err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
-		for _, crd := range list {
-			for _, v := range crd.Spec.Versions {
-				vendored[crd.Spec.Group+"/"+v.Name] = true
-			}
+	for _, crd := range manifesttest.CRDs(t, files...) {
+		for _, v := range crd.Spec.Versions {
+			vendored[crd.Spec.Group+"/"+v.Name] = true
 		}
 	}
 	code, stdout, stderr = runCLI("health", "lint", library, "--schema", crds)

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,7 +13,6 @@ import (
 	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
 	"github.com/kumodo/convoy-observer/health"
 	"github.com/kumodo/convoy-observer/health/lint"
-	"github.com/kumodo/convoy-observer/health/manifest"
 	"github.com/kumodo/convoy-observer/health/manifest/manifesttest"
 )
 
@@ -97,20 +95,8 @@ func genObject(r *rand.Rand, s *apiextensionsv1.JSONSchemaProps, depth int) any 
 // rejects must fail on some of them; the agreement figures are logged. (The library is
 // lint-clean, so its rules exercise the first half; TestLintTypesLiveObjects the second.)
 func TestLintAgreesWithEvaluation(t *testing.T) {
-	var all []apiextensionsv1.CustomResourceDefinition
 	paths, _ := filepath.Glob("testdata/crds/*.yaml")
-	for _, p := range paths {
-		f, err := os.Open(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := manifest.DecodeCRDs(f)
-		f.Close()
-		if err != nil {
-			t.Fatalf("%s: %v", p, err)
-		}
-		all = append(all, c...)
-	}
+	all := manifesttest.CRDs(t, paths...)
 	src, err := lint.NewCRDs(all)
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package lint_test
 
 import (
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/kumodo/convoy-observer/health/library"
 	"github.com/kumodo/convoy-observer/health/lint"
-	"github.com/kumodo/convoy-observer/health/manifest"
 	"github.com/kumodo/convoy-observer/health/manifest/manifesttest"
 )
 
@@ -62,20 +60,7 @@ func TestLintGoodRules(t *testing.T) {
 // crds reads every CustomResourceDefinition of the given files.
 func crds(t *testing.T, paths ...string) *lint.CRDs {
 	t.Helper()
-	var all []apiextensionsv1.CustomResourceDefinition
-	for _, path := range paths {
-		f, err := os.Open(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := manifest.DecodeCRDs(f)
-		f.Close()
-		if err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		all = append(all, c...)
-	}
-	src, err := lint.NewCRDs(all)
+	src, err := lint.NewCRDs(manifesttest.CRDs(t, paths...))
 	if err != nil {
 		t.Fatal(err)
 	}

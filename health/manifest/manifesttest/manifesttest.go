@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
@@ -27,6 +28,26 @@ func RuleSets(tb testing.TB, path string) ([]extv1alpha1.GlobalHealthRuleSet, []
 		tb.Fatalf("decoding %s: %v", path, err)
 	}
 	return global, local
+}
+
+// CRDs returns the CustomResourceDefinitions of the files paths, in order, decoded by
+// manifest.DecodeCRDs.
+func CRDs(tb testing.TB, paths ...string) []apiextensionsv1.CustomResourceDefinition {
+	tb.Helper()
+	var out []apiextensionsv1.CustomResourceDefinition
+	for _, path := range paths {
+		f, err := os.Open(path)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		crds, err := manifest.DecodeCRDs(f)
+		f.Close()
+		if err != nil {
+			tb.Fatalf("decoding %s: %v", path, err)
+		}
+		out = append(out, crds...)
+	}
+	return out
 }
 
 // Objects returns the objects of the file path, decoded by manifest.DecodeObjects (as
