@@ -235,14 +235,15 @@ func (o *coverageOptions) runFiles(env *cliEnv, global []extv1alpha1.GlobalHealt
 	resolve := func(apiVersion, kind, resource, what string) (kindKey, error) {
 		if resource == "" {
 			m, err := mapper.resourceFor(apiVersion, kind)
+			sv, sk := sanitize(apiVersion), sanitize(kind) // for the messages
 			if err != nil {
 				// Not the mapper's own hint: --kubeconfig here reads a cluster's Releases.
 				return kindKey{}, inputError(fmt.Errorf("%s: no resource known for kind %s of %s: name it with --resource %s=PLURAL, "+
-					"or --guess-resources to guess it", what, kind, apiVersion, kind))
+					"or --guess-resources to guess it", sanitize(what), sk, sv, sk))
 			}
 			if m.guessed && !guessed[kind+" "+apiVersion] {
 				guessed[kind+" "+apiVersion] = true
-				fmt.Fprintf(env.stderr, "convoyctl: guessed resource %q for kind %s of %s; name it with --resource %s=PLURAL\n", m.resource, kind, apiVersion, kind)
+				fmt.Fprintf(env.stderr, "convoyctl: guessed resource %q for kind %s of %s; name it with --resource %s=PLURAL\n", m.resource, sk, sv, sk)
 			}
 			resource = m.resource
 		}

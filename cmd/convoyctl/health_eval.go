@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -159,11 +160,12 @@ func (o *evalOptions) run(ctx context.Context, env *cliEnv) error {
 	for i := range objects {
 		m, err := mapper.resourceFor(objects[i].GetAPIVersion(), objects[i].GetKind())
 		if err != nil {
-			return inputError(fmt.Errorf("%s %s: %w", objects[i].GetKind(), objectName(&objects[i]), err))
+			return inputError(fmt.Errorf("%s %s: %w", sanitize(objects[i].GetKind()), sanitize(objectName(&objects[i])), err))
 		}
 		if m.guessed {
+			kind := sanitize(objects[i].GetKind())
 			fmt.Fprintf(env.stderr, "convoyctl: guessed resource %q for kind %s of %s (%s); name it with --resource %s=PLURAL\n",
-				m.resource, objects[i].GetKind(), objects[i].GetAPIVersion(), objectName(&objects[i]), objects[i].GetKind())
+				m.resource, kind, sanitize(objects[i].GetAPIVersion()), sanitize(objectName(&objects[i])), kind)
 		}
 		mappings[i] = m
 	}
@@ -177,14 +179,21 @@ func (o *evalOptions) run(ctx context.Context, env *cliEnv) error {
 		return fmt.Errorf("building the evaluator: %w", err)
 	}
 
-	enc := json.NewEncoder(env.stdout)
+	// Each line is escaped for a terminal (escapeUnsafeJSON): a message comes from a
+	// rule's messageExpression.
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
 	for i := range objects {
 		line, err := evaluate(ctx, ev, &objects[i], mappings[i], anchor, deadline, now)
 		if err != nil {
 			return &exitError{code: exitInterrupted, err: fmt.Errorf("interrupted: %d of %d objects evaluated", i, len(objects))}
 		}
+		b.Reset()
 		if err := enc.Encode(line); err != nil {
+			return fmt.Errorf("encoding the result: %w", err)
+		}
+		if _, err := env.stdout.Write(escapeUnsafeJSON(b.Bytes())); err != nil {
 			return fmt.Errorf("writing the result: %w", err)
 		}
 	}

@@ -102,7 +102,7 @@ has an error finding, 2 on a usage error or unreadable input.`,
 			findings := lint.Lint(global, local, src)
 			errs := 0
 			for _, f := range findings {
-				fmt.Fprintln(env.stdout, f)
+				fmt.Fprintln(env.stdout, sanitizeLines(f.String()))
 				if f.Severity == lint.Error {
 					errs++
 				}

@@ -86,7 +86,8 @@ func usageError(err error) error { return &exitError{code: exitUsage, err: err, 
 func inputError(err error) error { return &exitError{code: exitUsage, err: err} }
 
 // run executes convoyctl with args (without the program name) and returns the exit
-// status. Errors go to stderr as one "convoyctl: …" line. An error that no command
+// status. Errors go to stderr as one "convoyctl: …" line (sanitized: an error may quote
+// a rule or an object, and a line of a CEL error stays its own line). An error that no command
 // classified (cobra's unknown command, bad flag, missing required flag) is a usage error.
 func run(args []string, stdout, stderr io.Writer) int {
 	return runContext(context.Background(), args, stdout, stderr)
@@ -101,7 +102,7 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if err == nil {
 		return exitOK
 	}
-	fmt.Fprintf(stderr, "convoyctl: %v\n", err)
+	fmt.Fprintf(stderr, "convoyctl: %s\n", sanitizeLines(err.Error()))
 	var ee *exitError
 	if errors.As(err, &ee) {
 		if ee.hint {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,7 +11,7 @@ import (
 )
 
 // printJSON prints h, the HealthResult with its decidedBy explanations, as one indented
-// JSON document.
+// JSON document, with the characters that act on a terminal escaped (escapeUnsafeJSON).
 func printJSON(out io.Writer, h *syncapi.HealthResult) error {
 	if h.Entries == nil {
 		h.Entries = []syncapi.HealthEntry{}
@@ -18,16 +19,21 @@ func printJSON(out io.Writer, h *syncapi.HealthResult) error {
 	if h.Hooks == nil {
 		h.Hooks = []syncapi.HealthHook{}
 	}
-	enc := json.NewEncoder(out)
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
-	return enc.Encode(h)
+	if err := enc.Encode(h); err != nil {
+		return err
+	}
+	_, err := out.Write(escapeUnsafeJSON(b.Bytes()))
+	return err
 }
 
-// decider formats d as "rule I of KIND/[NAMESPACE/]NAME (CAUSE)".
+// decider formats d as "rule I of KIND/[NAMESPACE/]NAME (CAUSE)", sanitized.
 func decider(d *health.Decider) string {
 	set := d.Kind + "/" + namespacedName(d.Namespace, d.Name)
-	return fmt.Sprintf("rule %d of %s (%s)", d.Rule, set, d.Cause)
+	return sanitize(fmt.Sprintf("rule %d of %s (%s)", d.Rule, set, d.Cause))
 }
 
 // printExplanations prints, after the table of release status --explain, which rule
@@ -40,7 +46,7 @@ func printExplanations(out io.Writer, h *syncapi.HealthResult) {
 		fmt.Fprintln(out, "No entry that a rule decides is failing now.")
 	}
 	if h.DecidedByError != "" {
-		fmt.Fprintf(out, "Not explained: %s\n", h.DecidedByError)
+		fmt.Fprintf(out, "Not explained: %s\n", sanitize(h.DecidedByError))
 	}
 }
 
@@ -50,7 +56,7 @@ func printExplanations(out io.Writer, h *syncapi.HealthResult) {
 func printDeciders(out io.Writer, entries []syncapi.HealthEntry, decidedByError string) {
 	printDecidedBy(out, entries)
 	if decidedByError != "" {
-		fmt.Fprintf(out, "Not explained: %s\n", decidedByError)
+		fmt.Fprintf(out, "Not explained: %s\n", sanitize(decidedByError))
 	}
 }
 
@@ -62,7 +68,7 @@ func printDecidedBy(out io.Writer, entries []syncapi.HealthEntry) int {
 		if e.DecidedBy == nil {
 			continue
 		}
-		fmt.Fprintf(out, "%s %s: %s\n", e.Kind, namespacedName(e.Namespace, e.Name), decider(e.DecidedBy))
+		fmt.Fprintf(out, "%s %s: %s\n", sanitize(e.Kind), sanitize(namespacedName(e.Namespace, e.Name)), decider(e.DecidedBy))
 		n++
 	}
 	return n

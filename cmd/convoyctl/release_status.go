@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/url"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -201,7 +200,7 @@ is denied, nothing answers, the kubeconfig is unusable), 2 on a usage error.`,
 func printReleaseStatus(out io.Writer, h *syncapi.HealthResult) error {
 	s := h.Summary
 	fmt.Fprintf(out, "Release %s  renderCurrent=%t  total=%d healthy=%d progressing=%d degraded=%d unknown=%d",
-		h.Release, h.RenderCurrent, s.Total, s.Healthy, s.Progressing, s.Degraded, s.Unknown)
+		sanitize(h.Release), h.RenderCurrent, s.Total, s.Healthy, s.Progressing, s.Degraded, s.Unknown)
 	counted, none := 0, 0
 	for i := range h.Entries {
 		if h.Entries[i].RulesApplied != nil {
@@ -233,20 +232,6 @@ func printReleaseStatus(out io.Writer, h *syncapi.HealthResult) error {
 			cell(k.WorkloadName), cell(string(k.State)), timeCell(k.CreatedAt), timeCell(k.FinishedAt), cell(k.Message))
 	}
 	return tw.Flush()
-}
-
-// cell makes s one table cell: - when empty, control characters (which would break
-// the columns) as spaces.
-func cell(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return strings.Map(func(r rune) rune {
-		if r < ' ' || r == 0x7f {
-			return ' '
-		}
-		return r
-	}, s)
 }
 
 // timeCell formats t in RFC 3339 UTC, or - when unset.

@@ -183,7 +183,7 @@ func TestReleaseStatusErrors(t *testing.T) {
 
 func TestCell(t *testing.T) {
 	t.Parallel()
-	for in, want := range map[string]string{"": "-", "a\tb\nc": "a b c", "ok": "ok"} {
+	for in, want := range map[string]string{"": "-", "a\tb\nc": "a b c", "ok": "ok", "a\u009bb\u202ec": "a b c"} {
 		if got := cell(in); got != want {
 			t.Errorf("cell(%q) = %q, want %q", in, got, want)
 		}

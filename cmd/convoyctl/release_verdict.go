@@ -26,7 +26,8 @@ var waitReasons = []string{reasonPending, reasonDegraded, reasonUnknown, reasonP
 type verdict struct {
 	// reason is one of waitReasons.
 	reason string
-	// detail says why in one line, for example "3/5 healthy; Deployment demo/web: 1/3 available".
+	// detail says why in one line, for example "3/5 healthy; Deployment demo/web: 1/3 available",
+	// sanitized: printable as is.
 	detail string
 	// notHealthy are the entries that keep the Release from Healthy, in the result's
 	// order (wave first): the Degraded ones for Degraded, else every entry that is not
@@ -64,7 +65,7 @@ func judge(h *syncapi.HealthResult) verdict {
 		if e.Message != "" {
 			s += ": " + e.Message
 		}
-		return s
+		return sanitize(s)
 	}
 	notHealthy := func() []syncapi.HealthEntry {
 		var out []syncapi.HealthEntry

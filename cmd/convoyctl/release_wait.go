@@ -148,7 +148,7 @@ func runWait(ctx context.Context, env *cliEnv, release string, fetch healthFetch
 				return true, nil
 			}
 			if lastErr == nil || lastErr.Error() != err.Error() {
-				fmt.Fprintf(env.stderr, "convoyctl: %v (retrying)\n", err)
+				fmt.Fprintf(env.stderr, "convoyctl: %s (retrying)\n", sanitizeLines(err.Error()))
 			}
 			lastErr = err
 			return false, nil
