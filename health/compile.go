@@ -1,21 +1,139 @@
 package health
 
 import (
+	"errors"
 	"fmt"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/google/cel-go/cel"
 	celast "github.com/google/cel-go/common/ast"
+
+	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
 )
 
-// compile parses and type-checks expr in Kubernetes' base environment and plans it with
-// the call guard (guard.go), which charges every call from its arguments before it runs
-// and, in an expression with comprehensions, every step of every iteration. An
-// expression without comprehensions does at most as many steps as it has nodes besides
-// its calls, so only its calls are charged.
-//
-// The type of the result is not checked here: docs/design.md ("Result", "Messages") makes a ruleExpression that
-// returns a non-bool an evaluation error and a non-string messageExpression the general
-// message, so Evaluate checks the values it gets instead.
+// MaxExpressionNodes is the most nodes that the parsed syntax tree of one expression may
+// have: every literal, variable, field selection, operator and function call is one
+// node, and a macro (all, exists, map, filter, has, ...) counts the nodes it expands to
+// (`object.a == 1` has 4). CEL's type checker spends time that grows with the square of
+// the nodes (every call of a generic function such as ==, in, size or [ ] adds type
+// variables that every later call copies), so a larger expression is refused after
+// parsing, before it is type-checked, with a *SizeError. The largest shipped rule has
+// 583 nodes and compiles in about 5 ms of CPU; an expression at the limit takes about
+// 10 ms, and up to about 70 ms when it is nothing but chained indexes (object[0][0]).
+// docs/rules.md ("The bound of compiling") explains the limits to rule authors.
+const MaxExpressionNodes = 1000
+
+// MaxRuleSetSquaredNodes bounds the type-checking cost of one rule set: the sum, over
+// the expressions of its rules, of their nodes squared (see MaxExpressionNodes) may be
+// at most 4,000,000, the cost of four expressions at the limit, so that one set cannot
+// cost seconds to compile however many rules it has (at most about 0.3 s of CPU). The
+// largest shipped set (gateway-api, 11 rules of about 400 nodes) sums to 1,767,868.
+const MaxRuleSetSquaredNodes = 4 * MaxExpressionNodes * MaxExpressionNodes
+
+// SizeError is the Err of a CompileError whose expression has more than
+// MaxExpressionNodes nodes, or that takes its rule set over MaxRuleSetSquaredNodes.
+// Nothing of the set has been type-checked then.
+type SizeError struct {
+	// Size is the expression's number of nodes, or with RuleSet the sum of the squared
+	// numbers of nodes of the set's expressions up to and including this one.
+	Size int
+	// Limit is MaxExpressionNodes, or MaxRuleSetSquaredNodes with RuleSet.
+	Limit int
+	// RuleSet is true when the set is over its limit.
+	RuleSet bool
+}
+
+// Error says the size, the limit and what to do.
+func (e *SizeError) Error() string {
+	if e.RuleSet {
+		return fmt.Sprintf("the rule set's expressions up to this one sum to %d squared nodes (the nodes of each expression squared: "+
+			"what type-checking costs), more than the limit of %d per rule set: split the rules into several rule sets", e.Size, e.Limit)
+	}
+	return fmt.Sprintf("the expression has %d nodes, more than the limit of %d nodes per expression "+
+		"(type-checking costs grow with the square of the size): split it into several rules", e.Size, e.Limit)
+}
+
+// maxIssueLine bounds, in runes, each line of the error of an expression that does not
+// parse or type-check. CEL quotes the source line of every issue and marks its column
+// with a line of dots, both as long as the line (16 KB for a long one-line expression).
+const maxIssueLine = 160
+
+// issuesError is the error of failed parsing or type-checking of expr: CEL's text when
+// every line of it fits in maxIssueLine runes. Otherwise every issue is written as CEL
+// writes it ("ERROR: <input>:LINE:COLUMN: message", the source line, a caret under the
+// column) with the message cut to maxIssueLine runes and, of the source line, only a
+// window of about 120 runes around the column. Either way the whole is cut to
+// MaxMessageLength runes (TruncateMessage).
+func issuesError(iss *cel.Issues, expr string) error {
+	text := iss.Err().Error()
+	fits := true
+	for line := range strings.SplitSeq(text, "\n") {
+		fits = fits && utf8.RuneCountInString(line) <= maxIssueLine
+	}
+	if fits {
+		return errors.New(TruncateMessage(text))
+	}
+	lines := strings.Split(expr, "\n")
+	var b strings.Builder
+	for i, e := range iss.Errors() {
+		if b.Len() > v1alpha1.MaxMessageLength*utf8.UTFMax {
+			break // TruncateMessage cuts it anyway
+		}
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		line, col := e.Location.Line(), e.Location.Column()
+		fmt.Fprintf(&b, "ERROR: <input>:%d:%d: %s", line, col+1, truncate(e.Message, maxIssueLine))
+		if line < 1 || line > len(lines) || col < 0 {
+			continue
+		}
+		src := []rune(strings.ReplaceAll(lines[line-1], "\t", " "))
+		from, to := max(0, col-60), min(len(src), col+60)
+		before, after := "", ""
+		if from > 0 {
+			before = truncationMark
+		}
+		if to < len(src) {
+			after = truncationMark
+		}
+		fmt.Fprintf(&b, "\n | %s%s%s\n | %s^", before, string(src[from:to]), after,
+			strings.Repeat(".", utf8.RuneCountInString(before)+min(col, len(src))-from))
+	}
+	return errors.New(TruncateMessage(b.String()))
+}
+
+// parse parses expr (cheap: linear in its length) and returns it with its size in nodes.
+func parse(env *celEnv, expr string) (*cel.Ast, int, error) {
+	ast, iss := env.compile.Parse(expr)
+	if iss.Err() != nil {
+		return nil, 0, issuesError(iss, expr)
+	}
+	return ast, countNodes(ast.NativeRep().Expr()), nil
+}
+
+// ExpressionNodes parses expr as NewEvaluator does and returns the number of nodes of
+// its syntax tree, the size that MaxExpressionNodes and MaxRuleSetSquaredNodes bound. The error
+// is CEL's (shortened) when expr does not parse. It does not type-check: the cost is
+// linear in the length of expr.
+func ExpressionNodes(expr string) (int, error) {
+	env, err := newEnv()
+	if err != nil {
+		return 0, err
+	}
+	_, nodes, err := parse(env, expr)
+	return nodes, err
+}
+
+// countNodes returns the number of nodes of e.
+func countNodes(e celast.Expr) int {
+	n := 0
+	celast.PreOrderVisit(e, celast.NewExprVisitor(func(celast.Expr) { n++ }))
+	return n
+}
+
+// compile parses expr, refuses it with a *SizeError when it has more than
+// MaxExpressionNodes nodes, and compiles it (see check).
 func compile(env *celEnv, expr string) (cel.Program, error) {
 	prg, _, err := compileChecked(env, expr)
 	return prg, err
@@ -23,9 +141,30 @@ func compile(env *celEnv, expr string) (cel.Program, error) {
 
 // compileChecked is compile that also returns the checked expression.
 func compileChecked(env *celEnv, expr string) (cel.Program, *celast.AST, error) {
-	ast, iss := env.compile.Compile(expr)
+	parsed, nodes, err := parse(env, expr)
+	if err != nil {
+		return nil, nil, err
+	}
+	if nodes > MaxExpressionNodes {
+		return nil, nil, &SizeError{Size: nodes, Limit: MaxExpressionNodes}
+	}
+	return check(env, parsed)
+}
+
+// check type-checks a parsed expression in Kubernetes' base environment and plans it
+// with the call guard (guard.go), which charges every call from its arguments before it
+// runs and, in an expression with comprehensions, every step of every iteration. An
+// expression without comprehensions does at most as many steps as it has nodes besides
+// its calls, so only its calls are charged. The caller bounds the size of parsed
+// (MaxExpressionNodes): type-checking costs grow with its square.
+//
+// The type of the result is not checked here: docs/design.md ("Result", "Messages") makes a ruleExpression that
+// returns a non-bool an evaluation error and a non-string messageExpression the general
+// message, so Evaluate checks the values it gets instead.
+func check(env *celEnv, parsed *cel.Ast) (cel.Program, *celast.AST, error) {
+	ast, iss := env.compile.Check(parsed)
 	if iss.Err() != nil {
-		return nil, nil, iss.Err()
+		return nil, nil, issuesError(iss, parsed.Source().Content())
 	}
 	prg, err := plan(env, ast.NativeRep())
 	if err != nil {
@@ -34,7 +173,7 @@ func compileChecked(env *celEnv, expr string) (cel.Program, *celast.AST, error) 
 	return prg, ast.NativeRep(), nil
 }
 
-// plan plans a checked expression with the call guard (see compile).
+// plan plans a checked expression with the call guard (see check).
 func plan(env *celEnv, checked *celast.AST) (cel.Program, error) {
 	guard := guardDecorator(env.overloads, hasComprehension(checked.Expr()))
 	prg, err := env.plan.PlanProgram(checked, cel.CustomDecoratorV2(guard), cel.InterruptCheckFrequency(interruptCheckFrequency))

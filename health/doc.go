@@ -28,7 +28,9 @@
 //     Rules are indexed by apiVersion and resource, so Evaluate runs only the rules that
 //     apply to an object. Compiling takes milliseconds, so the loop keeps evaluators in an
 //     EvaluatorCache keyed by the selected sets' identities and generations: a steady
-//     pass compiles nothing.
+//     pass compiles nothing. Type-checking costs grow with the square of an expression's
+//     size, so every expression is parsed and its size checked before anything of its set
+//     is type-checked (MaxExpressionNodes, MaxRuleSetSquaredNodes).
 //   - The order of rules is fixed (docs/design.md, "Rule order": GlobalHealthRuleSets by name,
 //     then HealthRuleSets by name, each set's rules in list order) and NewEvaluator sorts
 //     on its own, so the deciding rule and its message never depend on list order.

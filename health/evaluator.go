@@ -3,6 +3,7 @@ package health
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -88,8 +89,12 @@ type matched struct {
 // SelectRuleSets): every set passed in is used.
 //
 // The first expression that does not compile fails the whole evaluator with a
-// *CompileError (docs/design.md, "Assessment" step 2). Compiling convoy-defaults
-// takes milliseconds: the loop reuses evaluators through an EvaluatorCache.
+// *CompileError (docs/design.md, "Assessment" step 2). Each set's expressions are
+// parsed and their sizes checked before any of them is type-checked: an expression
+// over MaxExpressionNodes, or one that takes its set over MaxRuleSetSquaredNodes, is
+// refused first, with a *SizeError as the CompileError's Err. Compiling
+// convoy-defaults takes milliseconds: the loop reuses evaluators through an
+// EvaluatorCache.
 func NewEvaluator(global []extv1alpha1.GlobalHealthRuleSet, local []extv1alpha1.HealthRuleSet) (*Evaluator, error) {
 	env, err := newEnv()
 	if err != nil {
@@ -130,24 +135,96 @@ func sortedIndexes(n int, cmpFn func(a, b int) int) []int {
 	return order
 }
 
-// addSet compiles the rules of one set and appends them to the index.
+// parsedRule is the parsed expressions of one rule; message is nil when it has none.
+type parsedRule struct {
+	rule, message *cel.Ast
+}
+
+// parseSet parses the expressions of a set's rules in order and refuses, with a
+// *CompileError whose Err is a *SizeError, the first expression larger than
+// MaxExpressionNodes or that takes the set over MaxRuleSetSquaredNodes, so that nothing
+// too large is type-checked. It stops at the first expression that does not parse and
+// returns the rules parsed before it with that expression's *CompileError: the caller
+// type-checks those rules first, so the first expression that does not compile, in rule
+// order, is the one reported.
+func parseSet(env *celEnv, kind, namespace, name string, rules []extv1alpha1.RuleSpec) ([]parsedRule, *CompileError) {
+	parsed := make([]parsedRule, 0, len(rules))
+	total := 0
+	for i := range rules {
+		var p parsedRule
+		for _, f := range []struct {
+			field string
+			expr  string
+			ast   **cel.Ast
+		}{{FieldRuleExpression, rules[i].RuleExpression, &p.rule}, {FieldMessageExpression, rules[i].MessageExpression, &p.message}} {
+			if f.field == FieldMessageExpression && f.expr == "" {
+				continue
+			}
+			fail := &CompileError{Kind: kind, Namespace: namespace, Name: name, RuleIndex: i, Field: f.field, Expression: f.expr}
+			ast, nodes, err := parse(env, f.expr)
+			switch total += nodes * nodes; {
+			case err != nil:
+				fail.Err = err
+				return parsed, fail
+			case nodes > MaxExpressionNodes:
+				fail.Err = &SizeError{Size: nodes, Limit: MaxExpressionNodes}
+				return parsed, fail
+			case total > MaxRuleSetSquaredNodes:
+				fail.Err = &SizeError{Size: total, Limit: MaxRuleSetSquaredNodes, RuleSet: true}
+				return parsed, fail
+			}
+			*f.ast = ast
+		}
+		parsed = append(parsed, p)
+	}
+	return parsed, nil
+}
+
+// CheckRuleSetSize parses the expressions of a rule set's rules, as NewEvaluator does
+// before it type-checks any, and returns the *CompileError (its Err a *SizeError) of the
+// first expression with more than MaxExpressionNodes nodes or that takes the set over
+// MaxRuleSetSquaredNodes. It returns nil when the sizes are within the limits, and also
+// when an expression that does not parse comes first (NewEvaluator reports that one).
+// kind is KindGlobalHealthRuleSet or KindHealthRuleSet; namespace is "" for a
+// GlobalHealthRuleSet. It does not type-check: the cost is linear in the expressions'
+// length.
+func CheckRuleSetSize(kind, namespace, name string, rules []extv1alpha1.RuleSpec) error {
+	env, err := newEnv()
+	if err != nil {
+		return err
+	}
+	if _, ce := parseSet(env, kind, namespace, name, rules); ce != nil && errors.As(ce.Err, new(*SizeError)) {
+		return ce
+	}
+	return nil
+}
+
+// addSet compiles the rules of one set and appends them to the index: it parses them
+// all and checks their sizes first (parseSet), then type-checks and plans them.
 func (e *Evaluator) addSet(env *celEnv, kind, namespace, name string, rules []extv1alpha1.RuleSpec) error {
 	id := ruleSetID(kind, namespace, name)
+	parsed, parseErr := parseSet(env, kind, namespace, name, rules)
+	if parseErr != nil && errors.As(parseErr.Err, new(*SizeError)) {
+		return parseErr
+	}
 	for i := range rules {
+		if i == len(parsed) {
+			return parseErr
+		}
 		spec := &rules[i]
 		fail := func(field, expr string, err error) error {
 			return &CompileError{Kind: kind, Namespace: namespace, Name: name, RuleIndex: i,
 				Field: field, Expression: expr, Err: err}
 		}
-		rule, checked, err := compileChecked(env, spec.RuleExpression)
+		rule, checked, err := check(env, parsed[i].rule)
 		if err != nil {
 			return fail(FieldRuleExpression, spec.RuleExpression, err)
 		}
 		cr := &compiledRule{seq: e.count, ruleSet: id, index: i, rule: rule, generalMsg: generalMessage(kind, name, i),
 			failed:  &Decider{Kind: kind, Namespace: namespace, Name: name, Rule: i, Cause: CauseRuleFailed},
 			errored: &Decider{Kind: kind, Namespace: namespace, Name: name, Rule: i, Cause: CauseEvaluationError}}
-		if spec.MessageExpression != "" {
-			if cr.message, err = compile(env, spec.MessageExpression); err != nil {
+		if parsed[i].message != nil {
+			if cr.message, _, err = check(env, parsed[i].message); err != nil {
 				return fail(FieldMessageExpression, spec.MessageExpression, err)
 			}
 		}

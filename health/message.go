@@ -7,7 +7,7 @@ import (
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
 )
 
-// truncationMark ends a message that TruncateMessage cut.
+// truncationMark ends a string that truncate cut.
 const truncationMark = "…"
 
 // evaluationErrorPrefix starts the message of an Error result (docs/design.md, "Messages").
@@ -18,7 +18,13 @@ const evaluationErrorPrefix = "evaluation error: "
 // ends in "…", so it is exactly 1024 runes long. A string that fits is returned as is.
 // (docs/design.md, "Objects and owners", ReleaseInventory entries[].message.)
 func TruncateMessage(s string) string {
-	const limit = v1alpha1.MaxMessageLength
+	return truncate(s, v1alpha1.MaxMessageLength)
+}
+
+// truncate cuts s to at most limit (> 0) runes: a cut string keeps its first limit-1
+// runes and ends in "…". A string that fits is returned as is; a cut never splits a
+// UTF-8 sequence.
+func truncate(s string, limit int) string {
 	// A string of at most limit bytes has at most limit runes: no need to count.
 	if len(s) <= limit || utf8.RuneCountInString(s) <= limit {
 		return s

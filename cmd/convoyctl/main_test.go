@@ -170,6 +170,14 @@ spec:
   - {apiVersion: v1, resources: [pods], ruleExpression: "true"}
   - {apiVersion: v1, resources: [pods], ruleExpression: "object.status.phase ==", messageExpression: "'x'"}
 `)
+	// The review's rule: 1,260 comparisons, 16,378 characters, 6,299 nodes.
+	tooLarge := writeFile(t, "large.yaml", `apiVersion: extensions.convoy.kumodo.io/v1alpha1
+kind: HealthRuleSet
+metadata: {name: large, namespace: tenant}
+spec:
+  rules:
+  - {apiVersion: v1, resources: [pods], ruleExpression: "`+strings.Repeat("object.a==1&&", 1259)+`object.a==1"}
+`)
 	unknownKind := writeFile(t, "cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n")
 	notYAML := writeFile(t, "bad.yaml", "kind: [\n")
 	noKind := writeFile(t, "nokind.yaml", "apiVersion: v1\nmetadata: {name: c}\n")
@@ -184,6 +192,9 @@ spec:
 	}{
 		{"rule set does not compile", eval("--rules", broken, "--object", obj), 1,
 			`GlobalHealthRuleSet/broken rule 1: ruleExpression "object.status.phase ==": ERROR`},
+		{"rule too large to compile", eval("--rules", tooLarge, "--object", obj), 1,
+			`HealthRuleSet/tenant/large rule 0: ruleExpression "object.a==1&&object.a==1&&object.a==1&&object.a==1&&object.a==1&&object.a==1&&object.a==1&&object.a…": ` +
+				"the expression has 6299 nodes, more than the limit of 1000 nodes per expression (type-checking costs grow with the square of the size): split it into several rules"},
 		{"missing --rules", eval("--object", obj), 2, `required flag(s) "rules" not set`},
 		{"missing --object", eval("--rules", defaultsFile), 2, `required flag(s) "object" not set`},
 		{"unknown flag", eval("--rules", defaultsFile, "--object", obj, "--colour"), 2, "unknown flag: --colour"},

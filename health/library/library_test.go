@@ -348,3 +348,41 @@ func TestCases(t *testing.T) {
 		}
 	}
 }
+
+// TestSizesFarBelowLimits: every shipped rule set (the library, generic.yaml,
+// convoy-defaults) keeps a third of the compile size limits free, so a user who extends
+// one still fits: each expression at most two thirds of health.MaxExpressionNodes (the
+// largest has 583 nodes), each set's squared sizes at most two thirds of
+// health.MaxRuleSetSquaredNodes (gateway-api sums to 1,767,868).
+func TestSizesFarBelowLimits(t *testing.T) {
+	t.Parallel()
+	sets, err := library.RuleSets()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, file := range []string{"../generic.yaml", "../convoy-defaults.yaml"} {
+		g, _ := manifesttest.RuleSets(t, file)
+		sets = append(sets, g...)
+	}
+	for _, set := range sets {
+		squared := 0
+		for i, r := range set.Spec.Rules {
+			for _, expr := range []string{r.RuleExpression, r.MessageExpression} {
+				if expr == "" {
+					continue
+				}
+				n, err := health.ExpressionNodes(expr)
+				if err != nil {
+					t.Fatalf("%s rule %d: %v", set.Name, i, err)
+				}
+				if n > health.MaxExpressionNodes*2/3 {
+					t.Errorf("%s rule %d: %d nodes, want at most %d (two thirds of the limit)", set.Name, i, n, health.MaxExpressionNodes*2/3)
+				}
+				squared += n * n
+			}
+		}
+		if squared > health.MaxRuleSetSquaredNodes*2/3 {
+			t.Errorf("%s: %d squared nodes, want at most %d (two thirds of the limit)", set.Name, squared, health.MaxRuleSetSquaredNodes*2/3)
+		}
+	}
+}

@@ -131,8 +131,19 @@ func lintSet(kind, namespace, name string, rules []extv1alpha1.RuleSpec, src Sch
 		id = kind + "/" + namespace + "/" + name
 	}
 	var out []Finding
+	// The loop compiles a set as a whole: beyond each expression's size (checked with
+	// each rule below), the sizes of the set's expressions are bounded together.
+	var setTooLarge *Finding
+	var ce *health.CompileError
+	var se *health.SizeError
+	if err := health.CheckRuleSetSize(kind, namespace, name, rules); errors.As(err, &ce) && errors.As(err, &se) && se.RuleSet {
+		setTooLarge = &Finding{Severity: Error, RuleSet: id, Rule: ce.RuleIndex, Field: ce.Field, Message: "does not compile: " + se.Error()}
+	}
 	for i := range rules {
 		r := &rules[i]
+		if setTooLarge != nil && setTooLarge.Rule == i {
+			out = append(out, *setTooLarge)
+		}
 		var add addFunc = func(sev Severity, field, format string, args ...any) {
 			out = append(out, Finding{Severity: sev, RuleSet: id, Rule: i, Field: field, Message: fmt.Sprintf(format, args...)})
 		}

@@ -8,6 +8,7 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
+	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
 	"github.com/kumodo/convoy-observer/health/library"
 	"github.com/kumodo/convoy-observer/health/lint"
 	"github.com/kumodo/convoy-observer/health/manifest/manifesttest"
@@ -284,5 +285,35 @@ func TestWildcardRules(t *testing.T) {
 		if !strings.HasPrefix(got[i].String(), want[i]) {
 			t.Errorf("finding %d = %s\nwant it to start with %s", i, got[i], want[i])
 		}
+	}
+}
+
+// TestLintSizeLimits: lint reports what the loop refuses for its size, before
+// type-checking: an expression over health.MaxExpressionNodes (at its rule), and a set
+// whose expressions together go over health.MaxRuleSetSquaredNodes (at the rule that
+// takes it over, though every rule alone compiles).
+func TestLintSizeLimits(t *testing.T) {
+	t.Parallel()
+	rule := func(terms int) extv1alpha1.RuleSpec {
+		return extv1alpha1.RuleSpec{APIVersion: "example.com/v1", Resources: []string{"widgets"}, // no schema: not type-checked
+			RuleExpression: strings.Join(slices.Repeat([]string{"object.a==1"}, terms), "&&")}
+	}
+	big := extv1alpha1.HealthRuleSet{Spec: extv1alpha1.HealthRuleSetSpec{Rules: []extv1alpha1.RuleSpec{rule(1), rule(1260)}}}
+	big.Namespace, big.Name = "tenant", "big"
+	many := extv1alpha1.HealthRuleSet{Spec: extv1alpha1.HealthRuleSetSpec{Rules: slices.Repeat([]extv1alpha1.RuleSpec{rule(190)}, 5)}}
+	many.Namespace, many.Name = "tenant", "many"
+	got := lint.Lint(nil, []extv1alpha1.HealthRuleSet{big, many}, &lint.Builtin{})
+	var errs []lint.Finding
+	for _, f := range got {
+		if f.Severity == lint.Error {
+			errs = append(errs, f)
+		}
+	}
+	if len(errs) != 2 ||
+		errs[0].RuleSet != "HealthRuleSet/tenant/big" || errs[0].Rule != 1 || errs[0].Field != "ruleExpression" ||
+		!strings.Contains(errs[0].Message, "the expression has 6299 nodes, more than the limit of 1000") ||
+		errs[1].RuleSet != "HealthRuleSet/tenant/many" || errs[1].Rule != 4 ||
+		!strings.Contains(errs[1].Message, "split the rules into several rule sets") {
+		t.Errorf("errors:\n%s\nwant rule 1 of big over the expression limit and rule 4 of many over the set limit", join(errs))
 	}
 }
