@@ -88,12 +88,14 @@ render, or not assessed at their render yet). Hooks are shown by release status 
 not count, as for the Healthy condition.
 
 A failed read is retried until the timeout, except a missing Release or a denied
-request, which end the wait at once.
+request, which end the wait at once. A read that started before the timeout may finish
+up to 1s after it; one that gets no answer by then is given up, so the wait ends at
+most 1s after --timeout.
 
 Exit status:
   0  the Release reached the state
-  1  the health cannot be read (the Release does not exist, access is denied, or the
-     last read before the timeout failed)
+  1  the health cannot be read (the Release does not exist, access is denied, the
+     last read that ended before the timeout failed, or no read answered in time)
   2  usage error
   3  the Release turned Degraded while waiting for healthy (the Degraded entries are printed)
   4  --timeout passed or the wait was interrupted (the entries that are still not Healthy
@@ -122,9 +124,14 @@ Exit status:
 	return cmd
 }
 
+// readGrace is how long a read that started before --timeout may still run after it.
+const readGrace = time.Second
+
 // runWait polls fetch until the target is reached (nil), the Release turns Degraded
 // when that is fatal (exitDegraded), a read fails for good (exitEndpointError), or the
-// timeout passes (exitTimeout). It prints a line each time the state changes.
+// timeout passes (exitTimeout, or exitEndpointError when the last read that ended failed
+// or no read answered at all). It prints a line each time the state changes. It returns
+// at most readGrace after the timeout.
 func runWait(ctx context.Context, env *cliEnv, release string, fetch healthFetch, target waitTarget, o *waitOptions) error {
 	if ctx == nil {
 		ctx = context.Background()
@@ -134,13 +141,24 @@ func runWait(ctx context.Context, env *cliEnv, release string, fetch healthFetch
 	var lastErr error
 	var done error          // the outcome when the condition function ends the poll
 	var notExplained string // the last result's decidedByError
-	// Each read runs under ctx, not under the poll's timeout: a read that the timeout
-	// would cut short (or that the client's rate limiter refuses to start so close to
-	// it) is not a failed read. The timeout is checked between reads.
+	var cut bool            // the last read got no answer before its deadline
+	// A read may run until readGrace after the timeout, not only until the timeout: a
+	// read that the timeout would cut short (or that the client's rate limiter refuses to
+	// start so close to it) is not a failed read, and a read that started in time may
+	// still answer. A read that gets no answer by then is cut; it is not a failed read
+	// either, and the timeout, which has passed, ends the poll. No read starts after the
+	// timeout.
+	readDeadline := time.Now().Add(o.timeout + readGrace)
 	poll := func(context.Context) (bool, error) {
-		h, err := fetch(ctx)
+		rctx, cancel := context.WithDeadline(ctx, readDeadline)
+		h, err := fetch(rctx)
+		cut = err != nil && rctx.Err() != nil && ctx.Err() == nil
+		cancel()
 		if err != nil && ctx.Err() != nil {
 			return true, nil // interrupted
+		}
+		if cut {
+			return false, nil
 		}
 		if err != nil {
 			if fatalReadError(err) {
@@ -173,6 +191,7 @@ func runWait(ctx context.Context, env *cliEnv, release string, fetch healthFetch
 		return false, nil
 	}
 	err := wait.PollUntilContextTimeout(ctx, o.interval, o.timeout, true, poll)
+	timedOut := fmt.Sprintf("timed out after %s waiting for release %s to be %s", o.timeout, release, target.reason)
 	switch {
 	case done != nil:
 		return done
@@ -180,19 +199,23 @@ func runWait(ctx context.Context, env *cliEnv, release string, fetch healthFetch
 		return &exitError{code: exitTimeout, err: fmt.Errorf("interrupted while waiting for release %s to be %s", release, target.reason)}
 	case err == nil:
 		return nil
+	case lastErr != nil && cut:
+		return &exitError{code: exitEndpointError, err: fmt.Errorf("%s; the last read got no answer in time, the one before failed: %w", timedOut, lastErr)}
 	case lastErr != nil:
-		return &exitError{code: exitEndpointError, err: fmt.Errorf("timed out after %s waiting for release %s to be %s; the last read failed: %w",
-			o.timeout, release, target.reason, lastErr)}
+		return &exitError{code: exitEndpointError, err: fmt.Errorf("%s; the last read failed: %w", timedOut, lastErr)}
 	case last.reason == "":
-		return &exitError{code: exitTimeout, err: fmt.Errorf("timed out after %s waiting for release %s to be %s", o.timeout, release, target.reason)}
+		return &exitError{code: exitEndpointError, err: fmt.Errorf("%s; no read of its health answered in time", timedOut)}
 	}
 	if len(last.notHealthy) > 0 {
 		fmt.Fprintf(env.stdout, "\nNot Healthy yet:\n")
 		_ = printEntries(env.stdout, last.notHealthy)
 		printDeciders(env.stdout, last.notHealthy, notExplained)
 	}
-	return &exitError{code: exitTimeout, err: fmt.Errorf("timed out after %s waiting for release %s to be %s; it is %s: %s",
-		o.timeout, release, target.reason, last.reason, last.detail)}
+	state := "it is"
+	if cut {
+		state = "the last read got no answer in time; at the one before it was"
+	}
+	return &exitError{code: exitTimeout, err: fmt.Errorf("%s; %s %s: %s", timedOut, state, last.reason, last.detail)}
 }
 
 // fatalReadError reports whether a failed read can never succeed by waiting: the

@@ -2,8 +2,13 @@ package main
 
 import (
 	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
 	"github.com/kumodo/convoy-observer/internal/syncapi"
@@ -192,5 +197,80 @@ func TestReleaseStatusWatch(t *testing.T) {
 	}
 	if n := strings.Count(stdout.String(), "Release default/watched"); n != 2 {
 		t.Errorf("printed the status %d times, want 2 (once per change):\n%s", n, stdout)
+	}
+}
+
+// TestReleaseWaitHungEndpoint: a health endpoint that accepts the connection and never
+// answers cannot hold release wait past its --timeout (each read gets the time left, plus
+// a short grace), and the message says that no read answered. The bound is generous: the
+// client's own request timeout, which the wait used to wait out, is 30s.
+func TestReleaseWaitHungEndpoint(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c) // held open, never answered
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		l.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	start := time.Now()
+	code, stdout, stderr := runCLI("release", "wait", "web", "-n", "demo", "--api-url", "http://"+l.Addr().String(), "--timeout", "1s", "--interval", "200ms")
+	elapsed := time.Since(start)
+	if code != exitEndpointError || !strings.Contains(stderr, "timed out after 1s waiting for release demo/web to be Healthy; no read of its health answered") {
+		t.Errorf("exit %d, want %d; stdout:\n%s\nstderr:\n%s", code, exitEndpointError, stdout, stderr)
+	}
+	if elapsed > 15*time.Second {
+		t.Errorf("release wait --timeout 1s returned after %s", elapsed)
+	}
+}
+
+// TestReleaseWaitHangsAfterAnAnswer: when the endpoint answered Progressing and then
+// stops answering, the timeout is a timeout (exit 4) that says the last read got no
+// answer and what the Release was at the read before.
+func TestReleaseWaitHangsAfterAnAnswer(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	answered := false
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		first := !answered
+		answered = true
+		mu.Unlock()
+		if !first {
+			<-r.Context().Done() // never answers again
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"release":"demo/web","renderCurrent":true,"summary":{"total":1,"healthy":0,"progressing":1,"degraded":0,"unknown":0},
+ "entries":[{"group":"apps","version":"v1","kind":"Deployment","namespace":"demo","name":"web","wave":0,"state":"Progressing","message":"1/3 available","renderRef":"r1","assessedRenderRef":"r1","rulesApplied":1}],"hooks":[]}`))
+	}))
+	t.Cleanup(srv.Close)
+	start := time.Now()
+	code, stdout, stderr := runCLI("release", "wait", "web", "-n", "demo", "--api-url", srv.URL, "--timeout", "1s", "--interval", "200ms")
+	elapsed := time.Since(start)
+	if code != exitTimeout || !strings.Contains(stderr, "timed out after 1s waiting for release demo/web to be Healthy; the last read got no answer in time; "+
+		"at the one before it was Progressing: 0/1 healthy; Deployment demo/web: 1/3 available") || !strings.Contains(stdout, "Not Healthy yet:") {
+		t.Errorf("exit %d, want %d; stdout:\n%s\nstderr:\n%s", code, exitTimeout, stdout, stderr)
+	}
+	if elapsed > 15*time.Second {
+		t.Errorf("release wait --timeout 1s returned after %s", elapsed)
 	}
 }
