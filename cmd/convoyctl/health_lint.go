@@ -59,6 +59,15 @@ reads it with an optional selection or has() (object.?status.?conditions.orValue
 it is not reported for the kinds that lack the field as long as one of them declares it.
 A "*" anywhere else (such as "apps*/v1" or "deploy*") matches nothing and is an error.
 
+An apiVersion or resource that no API server can serve matches nothing, whatever the
+pattern, and is an error: a resource that is not a plural lowercase name (the kind
+Deployment, deployments/status), a group (or the SUFFIX of "*.SUFFIX") that is not a
+lowercase DNS subdomain (Apps/v1), a version that is not a DNS-1035 label (apps/V1), "/",
+an empty group or version, and core/v1 (the core group's apiVersion is v1). A resource
+that a group the schema sources know has in none of the versions the rule matches is an
+error, with a pattern too (deployment under "apps/*"; deployments is one); under a
+wildcard group a note says when its plural is known (deployment under "*").
+
 The schemas of the built-in kinds come from the Kubernetes API types compiled into
 convoyctl (no cluster needed), the aggregator's APIService and CustomResourceDefinition
 included. The schemas of other resources (CRDs) come from --schema, files or directories

@@ -78,6 +78,38 @@ func TestHealthLintWarnings(t *testing.T) {
 	}
 }
 
+// TestHealthLintTargetNames: a rule whose resources or apiVersion cannot name anything an
+// API server serves matches no object, with an exact apiVersion or a pattern, and is an
+// error line, exit 1; a singular resource under every group is a note, exit 0.
+func TestHealthLintTargetNames(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		apiVersion, resources string
+		code                  int
+		want                  string
+	}{
+		{"apps/*", "[Deployment]", exitCompileError,
+			`error: GlobalHealthRuleSet/t rule 0 resources: "Deployment" is a kind, not a resource: resources name plural lowercase resources, such as deployments for Deployment`},
+		{"apps/*", "[deployment]", exitCompileError,
+			"error: GlobalHealthRuleSet/t rule 0 resources: apps/* deployment matches nothing known: no version of apps has a resource deployment; deployments is one"},
+		{"Apps/v1", `["*"]`, exitCompileError, `error: GlobalHealthRuleSet/t rule 0 apiVersion: "Apps/v1": group "Apps" is not an API group name`},
+		{"/", `["*"]`, exitCompileError, `error: GlobalHealthRuleSet/t rule 0 apiVersion: "/" is not an apiVersion`},
+		{"*", "[deployment]", exitOK, "note: GlobalHealthRuleSet/t rule 0 resources: * deployment: no resource that the schema sources know"},
+	} {
+		path := filepath.Join(dir, "rules.yaml")
+		doc := "apiVersion: extensions.convoy.kumodo.io/v1alpha1\nkind: GlobalHealthRuleSet\nmetadata: {name: t}\n" +
+			"spec:\n  rules:\n    - apiVersion: " + strconv.Quote(tc.apiVersion) + "\n      resources: " + tc.resources + "\n      ruleExpression: 'true'\n"
+		if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		code, stdout, stderr := runCLI("health", "lint", path)
+		if code != tc.code || !strings.HasPrefix(stdout, tc.want) {
+			t.Errorf("%s %s: exit %d, want %d\nstdout:\n%s\nstderr:\n%s\nwant stdout to start with:\n%s", tc.apiVersion, tc.resources, code, tc.code, stdout, stderr, tc.want)
+		}
+	}
+}
+
 // TestHealthLintLibraryDirectory lints the library as kubectl apply -k installs it
 // (the directory's kustomization). Offline, its only notes are of third-party CRDs: every
 // kind that Kubernetes serves has a built-in schema. With the CRDs of

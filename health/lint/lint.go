@@ -10,7 +10,8 @@
 //   - an operation on mismatched types (object.spec.replicas == 'three'),
 //   - has() on a field whose parent may be absent and is not guarded by an earlier
 //     has() of that parent (has(object.status.x.y) when status.x is optional),
-//   - a rule whose apiVersion and resource match nothing the source knows.
+//   - a rule whose apiVersion and resource match nothing the source knows, and, whatever
+//     the pattern, an apiVersion or resource that no API server can serve (names.go).
 //
 // The check compiles each expression in the rules' CEL environment (Kubernetes' base
 // environment at health.CompatibilityVersion) with object declared as the resource's
@@ -181,6 +182,13 @@ func lintSet(kind, namespace, name string, rules []extv1alpha1.RuleSpec, src Sch
 				add(Error, "resources", "%q matches nothing: \"*\" stands alone for every resource", res)
 			}
 		}
+		apiVersionOK, resources := checkTarget(r, add)
+		if !apiVersionOK || len(resources) == 0 {
+			continue
+		}
+		valid := *r
+		valid.Resources = resources
+		r = &valid
 		if pattern.IsWildcard() || slices.Contains(r.Resources, health.Wildcard) {
 			lintWildcard(r, src, add)
 			continue
@@ -201,7 +209,14 @@ func lintSet(kind, namespace, name string, rules []extv1alpha1.RuleSpec, src Sch
 				add(Note, "resources", "%s %s not type-checked: %v", r.APIVersion, res, err)
 				continue
 			case resolution == UnknownResource:
-				add(Error, "resources", "%s %s matches nothing known: no such version or resource (plural, lowercase)", r.APIVersion, res)
+				switch sev, why := knownTarget(parseTarget(r.APIVersion), res, src, enumerate(src)); sev {
+				case Note:
+					add(Note, "resources", "%s %s: %s", r.APIVersion, res, why)
+				case Error:
+					add(Error, "resources", "%s %s matches nothing known: %s", r.APIVersion, res, why)
+				default:
+					add(Error, "resources", "%s %s matches nothing known: no such version or resource (plural, lowercase)", r.APIVersion, res)
+				}
 				continue
 			case resolution == NoSchema:
 				add(Note, "resources", "%s %s not type-checked: no schema known (give its CustomResourceDefinition with --schema, or --kubeconfig to read the cluster's)", r.APIVersion, res)
@@ -313,13 +328,33 @@ const maxListed = 8
 // "*") against every resource that src lists and the rule matches, and says in a note
 // that the resources no source knows, which the rule may meet on a cluster, are not
 // type-checked: a wildcard is never skipped silently.
+//
+// A resource (or "*") that matches none of them is an error when the apiVersion names its
+// group exactly and the sources know that group and none of its versions the rule
+// matches has the resource (knownTarget), as for an exact apiVersion; otherwise a note
+// says when the plural of a resource's name is known (pluralHint).
 func lintWildcard(r *extv1alpha1.RuleSpec, src SchemaSource, add addFunc) {
+	all := enumerate(src)
 	var known []schema.GroupVersionResource
-	if en, ok := src.(Enumerator); ok {
-		for _, gvr := range en.Resources() {
-			if health.RuleMatches(r.APIVersion, r.Resources, gvr.GroupVersion().String(), gvr.Resource) {
-				known = append(known, gvr)
-			}
+	for _, gvr := range all {
+		if health.RuleMatches(r.APIVersion, r.Resources, gvr.GroupVersion().String(), gvr.Resource) {
+			known = append(known, gvr)
+		}
+	}
+	t := parseTarget(r.APIVersion)
+	unknown := false
+	for _, res := range r.Resources {
+		if slices.ContainsFunc(known, func(gvr schema.GroupVersionResource) bool { return res == health.Wildcard || gvr.Resource == res }) {
+			continue
+		}
+		if sev, why := knownTarget(t, res, src, all); sev == Error {
+			add(Error, "resources", "%s %s matches nothing known: %s", r.APIVersion, res, why)
+			unknown = true
+		} else if sev == Note {
+			add(Note, "resources", "%s %s: %s", r.APIVersion, res, why)
+		} else if hint := pluralHint(t, res, all); hint != "" {
+			add(Note, "resources", "%s %s: no resource that the schema sources know of an apiVersion matching %s is named %s, but %s is: resources are plural, lowercase",
+				r.APIVersion, res, r.APIVersion, res, hint)
 		}
 	}
 	var checked []string
@@ -335,6 +370,9 @@ func lintWildcard(r *extv1alpha1.RuleSpec, src SchemaSource, add addFunc) {
 	tally.warn(add)
 	what := fmt.Sprintf("%s %s", r.APIVersion, strings.Join(r.Resources, ","))
 	if len(checked) == 0 {
+		if unknown {
+			return // an error said that it matches nothing
+		}
 		add(Note, "resources", "%s not type-checked: a wildcard, and no schema known matches it (give the CustomResourceDefinitions it is for with --schema, or --kubeconfig to read the cluster's)", what)
 		return
 	}
