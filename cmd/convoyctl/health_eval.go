@@ -71,7 +71,10 @@ on a Healthy line means that no rule judged the object).
 Rule files hold GlobalHealthRuleSets and HealthRuleSets (YAML or JSON, one or more
 documents, or a List); every set in them is selected. Object files hold Kubernetes objects
 (YAML or JSON, one or more documents, or a List); integers stay integers, as on live
-objects. A failing object is Progressing, or Degraded once --deadline has passed since
+objects. A document is a list only when it is shaped like one: kind List, or kind <X>List
+with items and nothing but apiVersion, kind, a list's metadata (no name) and items; a
+custom resource whose kind ends in List and that has a name or other fields is the object
+it is. An object without metadata.name is evaluated, with a warning on stderr. A failing object is Progressing, or Degraded once --deadline has passed since
 --first-unhealthy (which defaults to --now, so a failure starts its clock now).
 
 Rules match an object by its apiVersion and its resource (plural, lowercase), which the
@@ -148,6 +151,14 @@ func (o *evalOptions) run(ctx context.Context, env *cliEnv) error {
 		objs, err := readObjects(path)
 		if err != nil {
 			return inputError(err)
+		}
+		// A nameless object cannot be live: most likely a fragment or a template. It is
+		// evaluated, since the rules do not need the name, but not silently.
+		for i := range objs {
+			if objs[i].GetName() == "" {
+				fmt.Fprintf(env.stderr, "convoyctl: warning: object %d of %s (%s of %s) has no metadata.name, which a live object always has: "+
+					"evaluated as given, its line has an empty name\n", i+1, path, sanitize(objs[i].GetKind()), sanitize(objs[i].GetAPIVersion()))
+			}
 		}
 		objects = append(objects, objs...)
 	}

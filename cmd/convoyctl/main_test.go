@@ -250,3 +250,40 @@ func TestVersion(t *testing.T) {
 		t.Errorf("--version printed %q, want one line \"convoyctl VERSION (commit …)\"", out)
 	}
 }
+
+// TestHealthEvalCustomResourceNamedList: a custom resource whose kind ends in List and
+// that has items of its own is evaluated as the one object it is (it was read as a list
+// of nameless phantom objects, which passed), and an object without metadata.name is
+// evaluated with a warning that says so.
+func TestHealthEvalCustomResourceNamedList(t *testing.T) {
+	t.Parallel()
+	rules := writeFile(t, "rules.yaml", `apiVersion: extensions.convoy.kumodo.io/v1alpha1
+kind: GlobalHealthRuleSet
+metadata: {name: allow}
+spec:
+  rules:
+  - {apiVersion: ex.io/v1, resources: [ipallowlists], ruleExpression: "object.status.ready", messageExpression: "'not ready'"}
+`)
+	obj := writeFile(t, "allow.yaml", `apiVersion: ex.io/v1
+kind: IPAllowList
+metadata: {name: x}
+items: [{cidr: 10.0.0.0/8}, {cidr: 10.1.0.0/16}]
+status: {ready: false}
+`)
+	const want = `{"apiVersion":"ex.io/v1","kind":"IPAllowList","namespace":"","name":"x","state":"Progressing","message":"not ready",` +
+		`"decidedBy":{"kind":"GlobalHealthRuleSet","namespace":"","name":"allow","rule":0,"cause":"RuleFailed"},"rulesApplied":1}` + "\n"
+	assertRun(t, []string{"health", "eval", "--rules", rules, "--object", obj, "--resource", "IPAllowList=ipallowlists"}, exitOK, want, "")
+	// Guessed, its resource is the one the kind names.
+	if code, stdout, stderr := runCLI("health", "eval", "--rules", rules, "--object", obj, "--guess-resources"); code != exitOK ||
+		stdout != strings.Replace(want, `,"rulesApplied"`, `,"resourceGuessed":"ipallowlists","rulesApplied"`, 1) {
+		t.Errorf("--guess-resources: exit %d; stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+
+	nameless := writeFile(t, "nameless.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n---\napiVersion: v1\nkind: ConfigMap\ndata: {}\n")
+	code, stdout, stderr := runCLI("health", "eval", "--rules", rules, "--object", nameless)
+	if code != exitOK || strings.Count(stdout, "\n") != 2 ||
+		stderr != "convoyctl: warning: object 2 of "+nameless+" (ConfigMap of v1) has no metadata.name, which a live object always has: "+
+			"evaluated as given, its line has an empty name\n" {
+		t.Errorf("exit %d; stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+}

@@ -118,12 +118,74 @@ func yamlDocuments(data []byte) ([][]byte, error) {
 	}
 }
 
-// isList reports whether kind names a list: List, or any kind ending in List.
-func isList(kind string) bool { return strings.HasSuffix(kind, "List") }
+// listMetaFields are the fields of a list's metadata (ListMeta). An object's metadata
+// (ObjectMeta) has a name, which a list's never has.
+var listMetaFields = map[string]bool{"resourceVersion": true, "selfLink": true, "continue": true, "remainingItemCount": true}
+
+// errListItems is the error of a document of kind List without an array of items.
+var errListItems = errors.New("List: items must be an array of objects")
+
+// isList reports whether the document m (one JSON object) is a list, shaped like one:
+//
+//   - kind List (the generic list of kubectl): always a list, whose items must be an
+//     array (else errListItems);
+//   - kind <X>List: a list when items is an array (or null), there is no field but
+//     apiVersion, kind, metadata and items, and metadata has only a list's fields
+//     (resourceVersion, selfLink, continue, remainingItemCount), so no name.
+//
+// Anything else is an object, even when its kind ends in List and it has items of its
+// own: a custom resource such as an IPAllowList with metadata.name, items and a status
+// is one object, not a list of IPAllows.
+func isList(m map[string]any) (bool, error) {
+	kind, _ := m["kind"].(string)
+	items, hasItems := m["items"]
+	_, array := items.([]any)
+	array = array || (hasItems && items == nil)
+	switch {
+	case kind == "List":
+		if !array {
+			return false, errListItems
+		}
+		return true, nil
+	case !strings.HasSuffix(kind, "List") || !array:
+		return false, nil
+	}
+	for k := range m {
+		switch k {
+		case "apiVersion", "kind", "metadata", "items":
+		default:
+			return false, nil
+		}
+	}
+	if md, ok := m["metadata"]; ok && md != nil {
+		fields, ok := md.(map[string]any)
+		if !ok {
+			return false, nil
+		}
+		for k := range fields {
+			if !listMetaFields[k] {
+				return false, nil
+			}
+		}
+	}
+	return true, nil
+}
+
+// listItems returns the items of doc, a document that isList.
+func listItems(doc []byte) ([]json.RawMessage, error) {
+	var list struct {
+		Items []json.RawMessage `json:"items"`
+	}
+	if err := json.Unmarshal(doc, &list); err != nil {
+		return nil, fmt.Errorf("items: %w", shorten(err))
+	}
+	return list.Items, nil
+}
 
 // DecodeObjects reads every object in r. r holds YAML or JSON, one or more documents; a
-// document whose kind is List or ends in List and that has items stands for its items
-// (an item without apiVersion and kind gets them from the list, as for a PodList). Every
+// document shaped like a list (isList: kind List, or kind <X>List with items and nothing
+// of an object, such as a name) stands for its items (an item without apiVersion and
+// kind gets them from the list, as for a PodList). Every
 // object must have a kind and an apiVersion. Numbers decode as on live objects: int64 for
 // whole numbers, float64 otherwise. An error names the document (1-based) and, within a
 // list, the item (0-based).
@@ -147,8 +209,8 @@ func DecodeObjects(r io.Reader) ([]unstructured.Unstructured, error) {
 // of its items while the next one decodes.
 const maxListDepth = 8
 
-// decodeDocument decodes one JSON object: a List (whose items may be Lists again) gives
-// its items, anything else itself. Items without apiVersion and kind inherit them from
+// decodeDocument decodes one JSON object: a list (isList; its items may be lists again)
+// gives its items, anything else itself. Items without apiVersion and kind inherit them from
 // the list (apiVersion, and kind minus "List"), as for a PodList.
 func decodeDocument(doc []byte, listAPIVersion, listKind string, depth int) ([]unstructured.Unstructured, error) {
 	var u unstructured.Unstructured
@@ -169,7 +231,11 @@ func decodeDocument(doc []byte, listAPIVersion, listKind string, depth int) ([]u
 		}
 		u.Object = m
 	}
-	if _, hasItems := u.Object["items"]; !isList(u.GetKind()) || !hasItems {
+	list, err := isList(u.Object)
+	if err != nil {
+		return nil, err
+	}
+	if !list {
 		u.Object = wholeNumbersAsInt(u.Object).(map[string]any)
 		if err := checkObject(&u); err != nil {
 			return nil, err
@@ -179,14 +245,12 @@ func decodeDocument(doc []byte, listAPIVersion, listKind string, depth int) ([]u
 	if depth >= maxListDepth {
 		return nil, fmt.Errorf("Lists nested deeper than %d", maxListDepth)
 	}
-	var list struct {
-		Items []json.RawMessage `json:"items"`
-	}
-	if err := json.Unmarshal(doc, &list); err != nil {
-		return nil, fmt.Errorf("%s: items: %w", u.GetKind(), shorten(err))
+	items, err := listItems(doc)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", u.GetKind(), err)
 	}
 	var out []unstructured.Unstructured
-	for j, item := range list.Items {
+	for j, item := range items {
 		got, err := decodeDocument(item, u.GetAPIVersion(), u.GetKind(), depth+1)
 		if err != nil {
 			return nil, fmt.Errorf("item %d: %w", j, err)
@@ -237,16 +301,38 @@ func shorten(err error) error {
 	return err
 }
 
-// typeMeta is what DecodeRuleSets reads first of every document.
+// typeMeta is what DecodeRuleSets and DecodeCRDs read first of every document: its
+// apiVersion and kind, and whether it is a list (isList).
 type typeMeta struct {
-	APIVersion string            `json:"apiVersion"`
-	Kind       string            `json:"kind"`
-	Items      []json.RawMessage `json:"items"`
+	APIVersion, Kind string
+	list             bool
+}
+
+// readTypeMeta reads the typeMeta of doc, one JSON object; an item that has neither
+// apiVersion nor kind takes defaultAPIVersion and defaultKind (those of its typed list).
+func readTypeMeta(doc []byte, defaultAPIVersion, defaultKind string) (typeMeta, error) {
+	var m map[string]any
+	if err := json.Unmarshal(doc, &m); err != nil {
+		return typeMeta{}, err
+	}
+	if m == nil {
+		return typeMeta{}, errors.New("not an object")
+	}
+	var tm typeMeta
+	tm.APIVersion, _ = m["apiVersion"].(string)
+	tm.Kind, _ = m["kind"].(string)
+	if tm.APIVersion == "" && tm.Kind == "" {
+		tm.APIVersion, tm.Kind = defaultAPIVersion, defaultKind
+		m["apiVersion"], m["kind"] = tm.APIVersion, tm.Kind
+	}
+	list, err := isList(m)
+	tm.list = list
+	return tm, err
 }
 
 // DecodeRuleSets reads every GlobalHealthRuleSet and HealthRuleSet in r, in file order.
-// r holds YAML or JSON, one or more documents; a List (kind List, GlobalHealthRuleSetList
-// or HealthRuleSetList) stands for its items. Every document must be one of the two kinds
+// r holds YAML or JSON, one or more documents; a list (kind List, GlobalHealthRuleSetList
+// or HealthRuleSetList, shaped like a list as DecodeObjects reads one) stands for its items. Every document must be one of the two kinds
 // of extensions.convoy.kumodo.io/v1alpha1; any other kind is an error. Decoding is
 // strict, as the API server's field validation: an unknown or duplicated field, or a
 // field name in the wrong case, is an error that names the field. It does not validate
@@ -275,24 +361,25 @@ type ruleSetDecoder struct {
 // an enclosing typed list, for items that leave them out; depth counts the Lists around
 // doc (at most maxListDepth).
 func (d *ruleSetDecoder) decode(doc []byte, defaultAPIVersion, defaultKind string, depth int) error {
-	var tm typeMeta
-	if err := json.Unmarshal(doc, &tm); err != nil {
+	tm, err := readTypeMeta(doc, defaultAPIVersion, defaultKind)
+	if err != nil {
 		return err
-	}
-	if tm.APIVersion == "" && tm.Kind == "" {
-		tm.APIVersion, tm.Kind = defaultAPIVersion, defaultKind
 	}
 	want := extv1alpha1.GroupVersion.String()
 	switch {
-	case isList(tm.Kind) && tm.Items != nil:
+	case tm.list:
 		if depth >= maxListDepth {
 			return fmt.Errorf("Lists nested deeper than %d", maxListDepth)
+		}
+		items, err := listItems(doc)
+		if err != nil {
+			return fmt.Errorf("%s: %w", tm.Kind, err)
 		}
 		itemKind := ""
 		if tm.Kind != "List" {
 			itemKind = strings.TrimSuffix(tm.Kind, "List")
 		}
-		for j, item := range tm.Items {
+		for j, item := range items {
 			if err := d.decode(item, tm.APIVersion, itemKind, depth+1); err != nil {
 				return fmt.Errorf("item %d: %w", j, err)
 			}
@@ -352,17 +439,21 @@ func DecodeCRDs(r io.Reader) ([]apiextensionsv1.CustomResourceDefinition, error)
 	var out []apiextensionsv1.CustomResourceDefinition
 	var decode func(doc []byte, depth int) error
 	decode = func(doc []byte, depth int) error {
-		var tm typeMeta
-		if err := json.Unmarshal(doc, &tm); err != nil {
+		tm, err := readTypeMeta(doc, "", "")
+		if err != nil {
 			return err
 		}
 		want := apiextensionsv1.SchemeGroupVersion.String()
 		switch {
-		case isList(tm.Kind) && tm.Items != nil:
+		case tm.list:
 			if depth >= maxListDepth {
 				return fmt.Errorf("Lists nested deeper than %d", maxListDepth)
 			}
-			for j, item := range tm.Items {
+			items, err := listItems(doc)
+			if err != nil {
+				return fmt.Errorf("%s: %w", tm.Kind, err)
+			}
+			for j, item := range items {
 				if err := decode(item, depth+1); err != nil {
 					return fmt.Errorf("item %d: %w", j, err)
 				}

@@ -324,3 +324,79 @@ func TestDuplicateKeysAsTheDecoderSeesThem(t *testing.T) {
 		t.Errorf("data = %v, want on=a true=b false=c", data)
 	}
 }
+
+// TestListOnlyWhenShapedLikeOne: a document is a list only when it is shaped like one:
+// kind List or <X>List, items an array, and nothing but apiVersion, kind, metadata and
+// items, with a metadata that is a list's (no name). A custom resource whose kind ends
+// in List and that has an items field of its own (an IPAllowList) is the object it is,
+// not two nameless IPAllow objects; a PodList of the API server still stands for its Pods.
+func TestListOnlyWhenShapedLikeOne(t *testing.T) {
+	t.Parallel()
+	const allowList = `apiVersion: ex.io/v1
+kind: IPAllowList
+metadata: {name: x}
+items: [{cidr: 10.0.0.0/8}, {cidr: 10.1.0.0/16}]
+status: {ready: false}
+`
+	for _, tc := range []struct {
+		name, in string
+		want     []string // kind/name
+		wantErr  string
+	}{
+		{name: "custom resource with a name, items and a status", in: allowList, want: []string{"IPAllowList/x"}},
+		{name: "custom resource with a name and items only", in: "apiVersion: ex.io/v1\nkind: IPAllowList\nmetadata: {name: x}\nitems: [{cidr: 10.0.0.0/8}]\n",
+			want: []string{"IPAllowList/x"}},
+		{name: "custom resource with items and a spec, no name", in: "apiVersion: ex.io/v1\nkind: IPAllowList\nitems: []\nspec: {}\n",
+			want: []string{"IPAllowList/"}},
+		{name: "custom resource whose items is no array", in: "apiVersion: ex.io/v1\nkind: IPAllowList\nmetadata: {name: x}\nitems: {a: b}\n",
+			want: []string{"IPAllowList/x"}},
+		{name: "a list of the API server", in: `{"apiVersion":"v1","kind":"PodList","metadata":{"resourceVersion":"12","continue":""},` +
+			`"items":[{"metadata":{"name":"a"}},{"apiVersion":"v1","kind":"Pod","metadata":{"name":"b"}}]}`, want: []string{"Pod/a", "Pod/b"}},
+		{name: "a typed list of custom resources", in: "apiVersion: ex.io/v1\nkind: IPAllowList\nmetadata: {}\nitems:\n- {metadata: {name: a}, spec: {}}\n",
+			want: []string{"IPAllow/a"}},
+		{name: "kind List is always a list", in: "apiVersion: v1\nkind: List\nmetadata: {name: odd}\nitems:\n- {apiVersion: v1, kind: Pod, metadata: {name: a}}\n",
+			want: []string{"Pod/a"}},
+		{name: "kind List whose items is no array", in: "apiVersion: v1\nkind: List\nitems: {a: b}\n", wantErr: "document 1: List: items must be an array of objects"},
+		{name: "kind List without items", in: "apiVersion: v1\nkind: List\nmetadata: {}\n", wantErr: "document 1: List: items must be an array of objects"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			objs, err := manifest.DecodeObjects(strings.NewReader(tc.in))
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, o := range objs {
+				got = append(got, o.GetKind()+"/"+o.GetName())
+			}
+			if strings.Join(got, ",") != strings.Join(tc.want, ",") {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+	// The object keeps its own items.
+	objs, err := manifest.DecodeObjects(strings.NewReader(allowList))
+	if err != nil || len(objs) != 1 {
+		t.Fatalf("%v %v", objs, err)
+	}
+	if items, _ := objs[0].Object["items"].([]any); len(items) != 2 {
+		t.Errorf("items = %v, want the two CIDRs", objs[0].Object["items"])
+	}
+
+	// Rule sets and CRDs read lists the same way: a named <X>List is a document of an
+	// unknown kind, not a list whose items are read.
+	named := "apiVersion: extensions.convoy.kumodo.io/v1alpha1\nkind: HealthRuleSetList\nmetadata: {name: x}\nitems:\n- metadata: {name: y, namespace: ns}\n  spec: {rules: []}\n"
+	if _, _, err := manifest.DecodeRuleSets(strings.NewReader(named)); err == nil || !strings.Contains(err.Error(), `unknown kind "HealthRuleSetList"`) {
+		t.Errorf("rule sets: %v, want an unknown kind", err)
+	}
+	crds := "apiVersion: ex.io/v1\nkind: WidgetList\nmetadata: {name: x}\nitems:\n- {apiVersion: apiextensions.k8s.io/v1, kind: CustomResourceDefinition, metadata: {name: a}}\n"
+	if _, err := manifest.DecodeCRDs(strings.NewReader(crds)); err == nil || !strings.Contains(err.Error(), `WidgetList "x"`) {
+		t.Errorf("CRDs: %v, want WidgetList to be no CustomResourceDefinition", err)
+	}
+}
