@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
@@ -254,6 +255,9 @@ func (o *coverageOptions) runFiles(env *cliEnv, global []extv1alpha1.GlobalHealt
 		if i <= 0 || i == len(s)-1 {
 			return usageError(fmt.Errorf("invalid --kind %q: want APIVERSION/KIND, such as apps/v1/Deployment or v1/ConfigMap", s))
 		}
+		if err := checkKind(s[:i], s[i+1:]); err != nil {
+			return usageError(fmt.Errorf("invalid --kind %q: %w", s, err))
+		}
 		k, err := resolve(s[:i], s[i+1:], "", "--kind "+s)
 		if err != nil {
 			return err
@@ -362,4 +366,22 @@ func readObjectArgs(paths []string) ([]unstructured.Unstructured, error) {
 		}
 	}
 	return out, nil
+}
+
+// checkKind returns an error unless apiVersion is a version (v1) or GROUP/VERSION with a
+// lowercase DNS subdomain for GROUP and a DNS-1035 label for VERSION, and kind is a name
+// whose lowercase form is a DNS-1035 label (what the API server requires of a CRD's kind):
+// a kind that no API server serves would otherwise be listed as judged by no rule.
+func checkKind(apiVersion, kind string) error {
+	group, version, ok := strings.Cut(apiVersion, "/")
+	if !ok {
+		group, version = "", apiVersion
+	}
+	if (ok && len(validation.IsDNS1123Subdomain(group)) > 0) || len(validation.IsDNS1035Label(version)) > 0 {
+		return fmt.Errorf("apiVersion %q is no VERSION or GROUP/VERSION (a lowercase DNS subdomain and a lowercase label, such as apps/v1)", sanitize(apiVersion))
+	}
+	if len(validation.IsDNS1035Label(strings.ToLower(kind))) > 0 {
+		return fmt.Errorf("kind %q is no kind name (letters and digits, starting with a letter, such as Deployment)", sanitize(kind))
+	}
+	return nil
 }

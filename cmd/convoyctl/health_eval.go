@@ -118,6 +118,9 @@ func (o *evalOptions) run(ctx context.Context, env *cliEnv) error {
 		if err != nil {
 			return usageError(fmt.Errorf("invalid --deadline %q: %w", o.deadline, err))
 		}
+		if d < 0 {
+			return usageError(fmt.Errorf("invalid --deadline %q: must not be negative", o.deadline))
+		}
 		deadline = &d
 	}
 	var anchor *time.Time

@@ -207,6 +207,7 @@ spec:
 		{"objects not YAML", eval("--rules", defaultsFile, "--object", notYAML), 2, "reading objects " + notYAML + ": document 1"},
 		{"object without kind", eval("--rules", defaultsFile, "--object", noKind), 2, "object has no kind"},
 		{"bad --deadline", eval("--rules", defaultsFile, "--object", obj, "--deadline", "5 minutes"), 2, `invalid --deadline "5 minutes"`},
+		{"negative --deadline", eval("--rules", defaultsFile, "--object", obj, "--deadline", "-5m"), 2, `invalid --deadline "-5m": must not be negative`},
 		{"bad --now", eval("--rules", defaultsFile, "--object", obj, "--now", "yesterday"), 2, `invalid --now "yesterday"`},
 		{"bad --first-unhealthy", eval("--rules", defaultsFile, "--object", obj, "--first-unhealthy", "2026-01-01"), 2, `invalid --first-unhealthy "2026-01-01"`},
 		// Unreadable input wins over a compile error: nothing is compiled before all is read.
