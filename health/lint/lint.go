@@ -473,7 +473,7 @@ func typedEnv(s *spec.Schema, gvk schema.GroupVersionKind) (*cel.Env, *apiserver
 		return nil, nil, err
 	}
 	open := &openProvider{declared}
-	env, err := base.Extend(cel.Variable("object", decl.CelType()), cel.CustomTypeProvider(open), cel.CustomTypeAdapter(open))
+	env, err := base.Extend(cel.Variable("object", decl.CelType()), cel.CustomTypeProvider(open), cel.CustomTypeAdapter(open), fieldsOfDecl)
 	return env, declared, err
 }
 

@@ -143,14 +143,22 @@ func ownerName(typeName string, gvk schema.GroupVersionKind) string {
 	return gvk.Kind + "." + strings.NewReplacer(".@idx", "[]", ".@elem", "[*]").Replace(path)
 }
 
-// compileFields compiles expr in env, reading an index with a string key and an `in`
-// test of a string on a schema object as the field selection they are on a live object
-// (a map), which CEL does not define on object types: x['f'] as x.f, x[?'f'] as x.?f and
-// 'f' in x as has(x.f). Only the nodes that fail to type-check as written are read so,
-// and only where the selection then type-checks (on a list, x['f'] stays an error). It
-// returns the checked AST and, for messages, expr as parsed.
+// compileFields compiles expr in env, reading the operations that CEL does not define on
+// object types as what they are on a live object, where every object of the schema is a
+// map:
+//
+//   - an index with a string key and an `in` test of a string literal as the field
+//     selection: x['f'] as x.f, x[?'f'] as x.?f and 'f' in x as has(x.f);
+//   - size(x), x.size(), k in x (k not a literal) and a comprehension over x (all,
+//     exists, exists_one, map, filter: over the field names) as operations on x read as
+//     a map of string to dyn (maps.go).
+//
+// Only the nodes that fail to type-check as written are read so, and only where the
+// reading then type-checks (on a list, x['f'] stays an error) and, for the map reading,
+// x is an object of the schema (size() of an int stays an error). It returns the checked
+// AST and, for messages, expr as parsed.
 func compileFields(env *cel.Env, expr string) (checked, parsed *cel.Ast, iss *cel.Issues) {
-	rewrite := map[int64]bool{} // node ID → read as a selection (false: tried, and that fails too)
+	rewrite := map[int64]reading{} // node ID → how it is read
 	for {
 		parsed, iss = env.Parse(expr)
 		if iss.Err() != nil {
@@ -160,15 +168,19 @@ func compileFields(env *cel.Env, expr string) (checked, parsed *cel.Ast, iss *ce
 		fieldAccesses(p, rewrite)
 		checked, iss = env.Check(p)
 		if iss.Err() == nil {
-			return checked, parsed, nil
+			bad := nonObjectMaps(checked, rewrite)
+			if len(bad) == 0 {
+				return checked, parsed, nil
+			}
+			for _, id := range bad {
+				rewrite[id] = asWritten
+			}
+			continue
 		}
 		changed := false
 		for _, e := range iss.Errors() {
-			switch r, tried := rewrite[e.ExprID]; {
-			case r:
-				rewrite[e.ExprID], changed = false, true
-			case !tried && asFieldAccess(parsed, e.ExprID) != nil:
-				rewrite[e.ExprID], changed = true, true
+			if next := nextReading(parsed, e.ExprID, rewrite[e.ExprID]); next != rewrite[e.ExprID] {
+				rewrite[e.ExprID], changed = next, true
 			}
 		}
 		if !changed {
@@ -177,17 +189,39 @@ func compileFields(env *cel.Env, expr string) (checked, parsed *cel.Ast, iss *ce
 	}
 }
 
-// fieldAccesses replaces, in a parsed AST, each node of rewrite marked true by its field
-// access.
-func fieldAccesses(parsed *cel.Ast, rewrite map[int64]bool) {
+// reading is how compileFields reads a node that fails to type-check as written.
+type reading int
+
+const (
+	untried   reading = iota // as written, no other reading tried yet
+	asField                  // as a field access (asFieldAccess)
+	asMap                    // its object operand as a map (mapOperand)
+	asWritten                // every reading failed: the node's error stands
+)
+
+// nextReading returns the reading to try for node id of parsed after reading r failed.
+func nextReading(parsed *cel.Ast, id int64, r reading) reading {
+	if r == untried && asFieldAccess(parsed, id) != nil {
+		return asField
+	}
+	if holder, _ := mapSite(parsed, id); r < asMap && holder != nil {
+		return asMap
+	}
+	return asWritten
+}
+
+// fieldAccesses rewrites, in a parsed AST, each node of rewrite read asField or asMap.
+func fieldAccesses(parsed *cel.Ast, rewrite map[int64]reading) {
 	for id, r := range rewrite {
-		if !r {
-			continue
-		}
-		if e := nodeByID(parsed, id); e != nil {
-			if access := asFieldAccess(parsed, id); access != nil {
-				e.SetKindCase(access)
+		switch r {
+		case asField:
+			if e := nodeByID(parsed, id); e != nil {
+				if access := asFieldAccess(parsed, id); access != nil {
+					e.SetKindCase(access)
+				}
 			}
+		case asMap:
+			readAsMap(parsed, id)
 		}
 	}
 }
