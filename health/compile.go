@@ -9,6 +9,7 @@ import (
 	"github.com/google/cel-go/cel"
 	celast "github.com/google/cel-go/common/ast"
 
+	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
 )
 
@@ -197,4 +198,68 @@ func hasComprehension(e celast.Expr) bool {
 		}
 	}))
 	return found
+}
+
+// parsedRule is the parsed expressions of one rule; message is nil when it has none.
+type parsedRule struct {
+	rule, message *cel.Ast
+}
+
+// parseSet parses the expressions of a set's rules in order and refuses, with a
+// *CompileError whose Err is a *SizeError, the first expression larger than
+// MaxExpressionNodes or that takes the set over MaxRuleSetSquaredNodes, so that nothing
+// too large is type-checked. It stops at the first expression that does not parse and
+// returns the rules parsed before it with that expression's *CompileError: the caller
+// type-checks those rules first, so the first expression that does not compile, in rule
+// order, is the one reported.
+func parseSet(env *celEnv, kind, namespace, name string, rules []extv1alpha1.RuleSpec) ([]parsedRule, *CompileError) {
+	parsed := make([]parsedRule, 0, len(rules))
+	total := 0
+	for i := range rules {
+		var p parsedRule
+		for _, f := range []struct {
+			field string
+			expr  string
+			ast   **cel.Ast
+		}{{FieldRuleExpression, rules[i].RuleExpression, &p.rule}, {FieldMessageExpression, rules[i].MessageExpression, &p.message}} {
+			if f.field == FieldMessageExpression && f.expr == "" {
+				continue
+			}
+			fail := &CompileError{Kind: kind, Namespace: namespace, Name: name, RuleIndex: i, Field: f.field, Expression: f.expr}
+			ast, nodes, err := parse(env, f.expr)
+			switch total += nodes * nodes; {
+			case err != nil:
+				fail.Err = err
+				return parsed, fail
+			case nodes > MaxExpressionNodes:
+				fail.Err = &SizeError{Size: nodes, Limit: MaxExpressionNodes}
+				return parsed, fail
+			case total > MaxRuleSetSquaredNodes:
+				fail.Err = &SizeError{Size: total, Limit: MaxRuleSetSquaredNodes, RuleSet: true}
+				return parsed, fail
+			}
+			*f.ast = ast
+		}
+		parsed = append(parsed, p)
+	}
+	return parsed, nil
+}
+
+// CheckRuleSetSize parses the expressions of a rule set's rules, as NewEvaluator does
+// before it type-checks any, and returns the *CompileError (its Err a *SizeError) of the
+// first expression with more than MaxExpressionNodes nodes or that takes the set over
+// MaxRuleSetSquaredNodes. It returns nil when the sizes are within the limits, and also
+// when an expression that does not parse comes first (NewEvaluator reports that one).
+// kind is KindGlobalHealthRuleSet or KindHealthRuleSet; namespace is "" for a
+// GlobalHealthRuleSet. It does not type-check: the cost is linear in the expressions'
+// length.
+func CheckRuleSetSize(kind, namespace, name string, rules []extv1alpha1.RuleSpec) error {
+	env, err := newEnv()
+	if err != nil {
+		return err
+	}
+	if _, ce := parseSet(env, kind, namespace, name, rules); ce != nil && errors.As(ce.Err, new(*SizeError)) {
+		return ce
+	}
+	return nil
 }
