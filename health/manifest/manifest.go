@@ -239,22 +239,32 @@ func decodeDocument(doc []byte, listAPIVersion, listKind string, depth int) ([]u
 		}
 		return []unstructured.Unstructured{u}, nil
 	}
+	var out []unstructured.Unstructured
+	err = eachItem(doc, u.GetKind(), depth, func(item []byte) error {
+		got, err := decodeDocument(item, u.GetAPIVersion(), u.GetKind(), depth+1)
+		out = append(out, got...)
+		return err
+	})
+	return out, err
+}
+
+// eachItem calls fn with each item of doc, a document of kind kind that isList inside
+// depth Lists, in order, and stops at the first error, which it returns naming the item
+// (0-based); doc deeper than maxListDepth, or without an array of items, is an error.
+func eachItem(doc []byte, kind string, depth int, fn func(item []byte) error) error {
 	if depth >= maxListDepth {
-		return nil, fmt.Errorf("Lists nested deeper than %d", maxListDepth)
+		return fmt.Errorf("Lists nested deeper than %d", maxListDepth)
 	}
 	items, err := listItems(doc)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", u.GetKind(), err)
+		return fmt.Errorf("%s: %w", kind, err)
 	}
-	var out []unstructured.Unstructured
 	for j, item := range items {
-		got, err := decodeDocument(item, u.GetAPIVersion(), u.GetKind(), depth+1)
-		if err != nil {
-			return nil, fmt.Errorf("item %d: %w", j, err)
+		if err := fn(item); err != nil {
+			return fmt.Errorf("item %d: %w", j, err)
 		}
-		out = append(out, got...)
 	}
-	return out, nil
+	return nil
 }
 
 // wholeNumbersAsInt turns every float64 that holds a whole number in the int64 range

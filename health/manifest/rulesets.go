@@ -80,23 +80,13 @@ func (d *ruleSetDecoder) decode(doc []byte, defaultAPIVersion, defaultKind strin
 	want := extv1alpha1.GroupVersion.String()
 	switch {
 	case tm.list:
-		if depth >= maxListDepth {
-			return fmt.Errorf("Lists nested deeper than %d", maxListDepth)
-		}
-		items, err := listItems(doc)
-		if err != nil {
-			return fmt.Errorf("%s: %w", tm.Kind, err)
-		}
 		itemKind := ""
 		if tm.Kind != "List" {
 			itemKind = strings.TrimSuffix(tm.Kind, "List")
 		}
-		for j, item := range items {
-			if err := d.decode(item, tm.APIVersion, itemKind, depth+1); err != nil {
-				return fmt.Errorf("item %d: %w", j, err)
-			}
-		}
-		return nil
+		return eachItem(doc, tm.Kind, depth, func(item []byte) error {
+			return d.decode(item, tm.APIVersion, itemKind, depth+1)
+		})
 	case tm.APIVersion == want && tm.Kind == kindGlobal:
 		var set extv1alpha1.GlobalHealthRuleSet
 		if err := strictUnmarshal(doc, &set); err != nil {
@@ -158,19 +148,7 @@ func DecodeCRDs(r io.Reader) ([]apiextensionsv1.CustomResourceDefinition, error)
 		want := apiextensionsv1.SchemeGroupVersion.String()
 		switch {
 		case tm.list:
-			if depth >= maxListDepth {
-				return fmt.Errorf("Lists nested deeper than %d", maxListDepth)
-			}
-			items, err := listItems(doc)
-			if err != nil {
-				return fmt.Errorf("%s: %w", tm.Kind, err)
-			}
-			for j, item := range items {
-				if err := decode(item, depth+1); err != nil {
-					return fmt.Errorf("item %d: %w", j, err)
-				}
-			}
-			return nil
+			return eachItem(doc, tm.Kind, depth, func(item []byte) error { return decode(item, depth+1) })
 		case tm.APIVersion == want && tm.Kind == "CustomResourceDefinition":
 			var crd apiextensionsv1.CustomResourceDefinition
 			if err := strictUnmarshal(doc, &crd); err != nil {
