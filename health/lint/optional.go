@@ -195,7 +195,7 @@ type reading int
 const (
 	untried   reading = iota // as written, no other reading tried yet
 	asField                  // as a field access (asFieldAccess)
-	asMap                    // its object operand as a map (mapOperand)
+	asMap                    // its object operand as a map (mapSite, maps.go)
 	asWritten                // every reading failed: the node's error stands
 )
 
