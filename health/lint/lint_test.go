@@ -327,3 +327,30 @@ func TestLintSizeLimits(t *testing.T) {
 		t.Errorf("errors:\n%s\nwant rule 1 of big over the expression limit and rule 4 of many over the set limit", join(errs))
 	}
 }
+
+// assertRuleFindings lints a set of the one rule against src and checks its findings,
+// leaving out the notes that a wildcard rule is not type-checked everywhere: one per
+// prefix of want, in order, and HasErrors exactly when some prefix is an "error:".
+func assertRuleFindings(t *testing.T, src lint.SchemaSource, rule extv1alpha1.RuleSpec, want []string) {
+	t.Helper()
+	set := extv1alpha1.GlobalHealthRuleSet{}
+	set.Name = "t"
+	set.Spec.Rules = []extv1alpha1.RuleSpec{rule}
+	var got []lint.Finding
+	for _, f := range lint.Lint([]extv1alpha1.GlobalHealthRuleSet{set}, nil, src) {
+		if !isWildcardNote(f) {
+			got = append(got, f)
+		}
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d findings, want %d:\n%s", len(got), len(want), join(got))
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(got[i].String(), w) {
+			t.Errorf("finding %d = %s\nwant it to start with %s", i, got[i], w)
+		}
+	}
+	if wantErr := strings.Contains(strings.Join(want, "\n"), "error:"); lint.HasErrors(got) != wantErr {
+		t.Errorf("HasErrors = %v with findings:\n%s", lint.HasErrors(got), join(got))
+	}
+}

@@ -1,7 +1,6 @@
 package lint_test
 
 import (
-	"strings"
 	"testing"
 
 	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
@@ -110,26 +109,7 @@ func TestTargetNames(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			set := extv1alpha1.GlobalHealthRuleSet{}
-			set.Name = "t"
-			set.Spec.Rules = []extv1alpha1.RuleSpec{{APIVersion: tc.apiVersion, Resources: tc.resources, RuleExpression: "true"}}
-			var got []lint.Finding
-			for _, f := range lint.Lint([]extv1alpha1.GlobalHealthRuleSet{set}, nil, src) {
-				if !isWildcardNote(f) {
-					got = append(got, f)
-				}
-			}
-			if len(got) != len(tc.want) {
-				t.Fatalf("%d findings, want %d:\n%s", len(got), len(tc.want), join(got))
-			}
-			for i, w := range tc.want {
-				if !strings.HasPrefix(got[i].String(), w) {
-					t.Errorf("finding %d = %s\nwant it to start with %s", i, got[i], w)
-				}
-			}
-			if wantErr := strings.Contains(strings.Join(tc.want, "\n"), "error:"); lint.HasErrors(got) != wantErr {
-				t.Errorf("HasErrors = %v with findings:\n%s", lint.HasErrors(got), join(got))
-			}
+			assertRuleFindings(t, src, extv1alpha1.RuleSpec{APIVersion: tc.apiVersion, Resources: tc.resources, RuleExpression: "true"}, tc.want)
 		})
 	}
 }

@@ -50,14 +50,8 @@ items:
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			objs, err := manifest.DecodeObjects(strings.NewReader(tc.in))
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
-				}
+			if failed(t, err, tc.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			var got []string
 			for _, o := range objs {
@@ -303,14 +297,8 @@ status: {ready: false}
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			objs, err := manifest.DecodeObjects(strings.NewReader(tc.in))
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
-				}
+			if failed(t, err, tc.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			var got []string
 			for _, o := range objs {
@@ -340,4 +328,20 @@ status: {ready: false}
 	if _, err := manifest.DecodeCRDs(strings.NewReader(crds)); err == nil || !strings.Contains(err.Error(), `WidgetList "x"`) {
 		t.Errorf("CRDs: %v, want WidgetList to be no CustomResourceDefinition", err)
 	}
+}
+
+// failed checks a decoder's error: one containing wantErr when wantErr is not "" (and
+// then reports true, nothing more to check), none otherwise.
+func failed(t *testing.T, err error, wantErr string) bool {
+	t.Helper()
+	if wantErr != "" {
+		if err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Fatalf("error %v, want one containing %q", err, wantErr)
+		}
+		return true
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return false
 }
