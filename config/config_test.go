@@ -34,9 +34,10 @@ const (
 	// inside the kustomize root of config/rules (kustomize loads nothing outside it).
 	rulesSource = "../health/convoy-defaults.yaml"
 	rulesCopy   = "rules/convoy-defaults.yaml"
-	// localReaderLabel marks the one ClusterRole allowed to grant get on every resource.
-	localReaderLabel = "convoy.kumodo.io/rbac-scope"
-	localReaderValue = "local-cluster-targets"
+	// readerRoleLabel marks the one ClusterRole allowed to grant on every resource: the
+	// unbound role of read identities.
+	readerRoleLabel = "convoy.kumodo.io/rbac-scope"
+	readerRoleValue = "read-identity"
 )
 
 // clusterScoped are the kinds rendered without a namespace; every other kind must be in

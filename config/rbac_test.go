@@ -21,12 +21,8 @@ func checkObserverRBAC(t *testing.T, objs objects) {
 	want.add("", "extensions.convoy.kumodo.io", []string{"globalhealthrulesets", "healthrulesets"}, "list", "watch")
 	want.add("", "", []string{"secrets"}, "get", "list", "watch")
 	want.add("", "events.k8s.io", []string{"events"}, "create", "patch") // Events on Releases and Clusters
-	want.add("", "*", []string{"*"}, "get")                              // the local-cluster reader, checked below
-	// The local-cluster watcher: list and watch of common workload kinds, never Secrets.
-	want.add("", "", []string{"pods", "services", "configmaps", "persistentvolumeclaims", "persistentvolumes"}, "list", "watch")
-	want.add("", "apps", []string{"deployments", "statefulsets", "daemonsets"}, "list", "watch")
-	want.add("", "batch", []string{"jobs"}, "list", "watch")
-	want.add("", "networking.k8s.io", []string{"ingresses"}, "list", "watch")
+	// The read identity: impersonation of ServiceAccounts, never a read of its own.
+	want.add("", "", []string{"serviceaccounts"}, "impersonate")
 	want.add(namespace, "coordination.k8s.io", []string{"leases"}, "get", "create", "update")
 	want.add(namespace, "", []string{"events"}, "create", "patch")
 	want.add(namespace, "events.k8s.io", []string{"events"}, "create", "patch")
@@ -47,7 +43,9 @@ func checkObserverRBAC(t *testing.T, objs objects) {
 		}
 	}
 
-	// get on every resource only through the clearly labelled local-cluster reader.
+	// A grant on every resource only in the clearly labelled, unbound reader role of
+	// read identities (config/rbac/health_reader_role.yaml), which no ClusterRoleBinding
+	// of the install may bind: a platform binds it per namespace.
 	for _, o := range objs.ofKind("ClusterRole") {
 		var cr rbacv1.ClusterRole
 		o.decode(t, &cr)
@@ -58,12 +56,19 @@ func checkObserverRBAC(t *testing.T, objs objects) {
 		if !wide {
 			continue
 		}
-		if cr.Labels[localReaderLabel] != localReaderValue {
-			t.Errorf("ClusterRole %s grants on every resource but lacks the label %s=%s", cr.Name, localReaderLabel, localReaderValue)
+		if cr.Labels[readerRoleLabel] != readerRoleValue {
+			t.Errorf("ClusterRole %s grants on every resource but lacks the label %s=%s", cr.Name, readerRoleLabel, readerRoleValue)
 		}
-		want := []rbacv1.PolicyRule{{APIGroups: []string{"*"}, Resources: []string{"*"}, Verbs: []string{"get"}}}
+		want := []rbacv1.PolicyRule{{APIGroups: []string{"*"}, Resources: []string{"*"}, Verbs: []string{"get", "list", "watch"}}}
 		if !reflect.DeepEqual(cr.Rules, want) {
-			t.Errorf("ClusterRole %s rules = %+v, want only get on every resource", cr.Name, cr.Rules)
+			t.Errorf("ClusterRole %s rules = %+v, want only get, list, watch on every resource", cr.Name, cr.Rules)
+		}
+		for _, b := range append(objs.ofKind("ClusterRoleBinding"), objs.ofKind("RoleBinding")...) {
+			var rb rbacv1.ClusterRoleBinding
+			b.decode(t, &rb)
+			if rb.RoleRef.Name == cr.Name {
+				t.Errorf("%s binds %s: the install must leave the read identity's role unbound", b, cr.Name)
+			}
 		}
 	}
 }
@@ -78,7 +83,6 @@ func checkAPIRBAC(t *testing.T, objs objects) {
 	want.add("", "convoy.kumodo.io", []string{"clusters"}, "get")
 	want.add("", "extensions.convoy.kumodo.io", []string{"globalhealthrulesets", "healthrulesets"}, "list")
 	want.add("", "", []string{"secrets"}, "get")
-	want.add("", "*", []string{"*"}, "get") // the local-cluster reader, optional
 	// Delegated authentication and authorization (built-in roles).
 	want.add("", "authentication.k8s.io", []string{"tokenreviews"}, "create")
 	want.add("", "authorization.k8s.io", []string{"subjectaccessreviews"}, "create")

@@ -42,6 +42,19 @@ type ClusterSpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=63
 	Shard string `json:"shard,omitempty"`
+
+	// serviceAccountName is a ServiceAccount of the Cluster's namespace whose identity
+	// reads the objects of the Cluster's Releases (inventory entries, hook Jobs and Pods):
+	// the observer impersonates system:serviceaccount:<namespace>:<serviceAccountName>,
+	// so a Release never reads more than that ServiceAccount may. Empty: on the cluster
+	// the observer runs in (no kubeconfigSecretRef), the ServiceAccount of the observer's
+	// --default-service-account flag (convoy-health-reader by default); through a
+	// kubeconfig, the kubeconfig's own identity. The ServiceAccount needs get, list and
+	// watch on what its Releases record (docs/security.md).
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
 }
 
 // +kubebuilder:object:root=true

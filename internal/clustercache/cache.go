@@ -107,6 +107,17 @@ type Options struct {
 	// local files are refused by default).
 	Kubeconfig kubeconfig.Options
 
+	// DefaultServiceAccount is the ServiceAccount, in the Cluster's namespace, whose
+	// identity reads the objects of a Cluster without kubeconfigSecretRef or
+	// serviceAccountName (docs/design.md, "Read identity"). Default
+	// DefaultServiceAccount.
+	DefaultServiceAccount string
+	// UnsafeReadAsObserver reads a Cluster without kubeconfigSecretRef and without
+	// serviceAccountName with Local's own identity instead of impersonating
+	// DefaultServiceAccount: any tenant that can write a Release then reads, through
+	// the observer, whatever the observer may read. Only for a cluster with one tenant.
+	UnsafeReadAsObserver bool
+
 	// Watch makes readers answer from informers that Track starts per resource type
 	// (and namespace); without it every read is a GET.
 	Watch bool
@@ -128,6 +139,9 @@ type Options struct {
 const (
 	DefaultTimeout            = 10 * time.Second
 	DefaultNamespaceThreshold = 16
+	// DefaultServiceAccount is the default of Options.DefaultServiceAccount and of the
+	// observer's --default-service-account.
+	DefaultServiceAccount = "convoy-health-reader"
 )
 
 // withDefaults returns o with every zero field set to its default.
@@ -149,6 +163,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.FallbackRetry <= 0 {
 		o.FallbackRetry = 5 * time.Minute
+	}
+	if o.DefaultServiceAccount == "" {
+		o.DefaultServiceAccount = DefaultServiceAccount
 	}
 	if o.Log.GetSink() == nil {
 		o.Log = logr.Discard()

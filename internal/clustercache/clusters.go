@@ -90,6 +90,8 @@ func (c *Cache) GetReader(ctx context.Context, cluster *v1alpha1.Cluster) (Objec
 	} else if c.secrets != nil {
 		c.secrets.unlink(key)
 	}
+	// A changed read identity (the Cluster's serviceAccountName) rebuilds the clients.
+	fingerprint += "|as=" + c.ReadIdentity(cluster)
 	c.mu.Lock()
 	cached, ok := c.clients[key]
 	c.mu.Unlock()
@@ -135,7 +137,7 @@ func (c *Cache) build(cluster *v1alpha1.Cluster, kubeconfig []byte) (*cachedClie
 	if err != nil {
 		return nil, fmt.Errorf("%w: building a client for Cluster %s: %w", ErrClusterNotConnected, cluster.Name, err)
 	}
-	direct := &dynamicReader{client: dyn, cluster: key, holdDown: c.opts.HoldDown, clock: c.opts.Clock,
+	direct := &dynamicReader{client: dyn, cluster: key, identity: cfg.Impersonate.UserName, holdDown: c.opts.HoldDown, clock: c.opts.Clock,
 		probe: func() error { _, err := disc.ServerVersion(); return err }}
 	if !c.opts.Watch {
 		return &cachedClient{reader: direct}, nil
@@ -216,6 +218,11 @@ func (c *Cache) restConfig(cluster *v1alpha1.Cluster, data []byte) (*rest.Config
 	}
 	cfg.Timeout = c.opts.Timeout
 	cfg.UserAgent = "convoy-observer"
+	if identity := c.ReadIdentity(cluster); identity != "" {
+		// Only the user name: the API server adds the ServiceAccount's groups
+		// (system:serviceaccounts, system:serviceaccounts:NAMESPACE) itself.
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: identity}
+	}
 	return cfg, nil
 }
 

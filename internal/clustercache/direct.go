@@ -20,8 +20,11 @@ import (
 // dynamicReader reads target objects with GETs. After a read that found the cluster
 // not answering it holds the cluster down (reads fail at once) for holdDown.
 type dynamicReader struct {
-	client   dynamic.Interface
-	cluster  string
+	client  dynamic.Interface
+	cluster string
+	// identity is the impersonated read identity, "" for the config's own: a 403 of
+	// a read as identity becomes a ForbiddenError.
+	identity string
 	holdDown time.Duration
 	clock    clock.PassiveClock
 	// probe asks the server for /version: it tells a dead cluster from one slow object.
@@ -54,7 +57,7 @@ func (r *dynamicReader) Get(ctx context.Context, gvr schema.GroupVersionResource
 	}
 	u, err := ri.Get(ctx, name, metav1.GetOptions{})
 	if err == nil || !IsConnectionError(err) {
-		return u, err
+		return u, asForbidden(err, r.identity, gvr, namespace, name)
 	}
 	if ctx.Err() != nil { // our caller gave up (shutdown, a sibling's failure): no verdict
 		return nil, fmt.Errorf("%w: Cluster %s: %w", ErrClusterNotConnected, r.cluster, err)

@@ -103,7 +103,8 @@ func TestForbiddenTypeFallsBackToGets(t *testing.T) {
 	configMap(t, ns, "a", "1")
 	ctx := context.Background()
 	cfg := getOnlyConfig(t, ns, "configmaps")
-	cache := New(Options{Local: cfg, Watch: true})
+	// The restricted identity is the config's own (it may not impersonate).
+	cache := New(Options{Local: cfg, Watch: true, UnsafeReadAsObserver: true})
 	cluster := localCluster("forbidden-" + ns)
 	reader, err := cache.GetReader(ctx, cluster)
 	if err != nil {

@@ -2,9 +2,12 @@ package observer
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/kumodo/convoy-observer/internal/clustercache"
 	"github.com/kumodo/convoy-observer/internal/healthloop"
@@ -106,6 +109,10 @@ type TargetFlags struct {
 	Timeout            time.Duration
 	ReadConcurrency    int
 	Kubeconfig         kubeconfig.Options
+	// DefaultServiceAccount and UnsafeReadAsObserver: the read identity
+	// (docs/security.md, "Read identity").
+	DefaultServiceAccount string
+	UnsafeReadAsObserver  bool
 }
 
 // BindFlags defines the --target-* flags and the --insecure-kubeconfig-* flags shared
@@ -117,6 +124,8 @@ func (f *TargetFlags) BindFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&f.NamespaceThreshold, "target-watch-namespace-threshold", clustercache.DefaultNamespaceThreshold, "a resource type recorded in more namespaces of one target is watched with one informer for all namespaces instead of one per namespace")
 	fs.DurationVar(&f.Timeout, "target-timeout", clustercache.DefaultTimeout, "timeout of each request to a target cluster")
 	fs.IntVar(&f.ReadConcurrency, "target-read-concurrency", healthloop.DefaultReadConcurrency, "concurrent object reads per Release pass")
+	fs.StringVar(&f.DefaultServiceAccount, "default-service-account", clustercache.DefaultServiceAccount, "the ServiceAccount, in the Cluster's namespace, whose identity (impersonated) reads the objects of a Cluster without kubeconfigSecretRef or spec.serviceAccountName (docs/security.md)")
+	fs.BoolVar(&f.UnsafeReadAsObserver, "unsafe-read-as-observer", false, "UNSAFE on a shared cluster: read the objects of a Cluster without kubeconfigSecretRef or spec.serviceAccountName with the observer's own identity instead of --default-service-account, so anyone who may write a Release reads through the observer what the observer may read")
 	f.Kubeconfig.BindFlags(fs)
 }
 
@@ -157,6 +166,9 @@ func (f *Flags) Options() (Options, error) {
 	if f.WakeUps.SyncCAFile != "" && f.WakeUps.SyncURL == "" {
 		return Options{}, errors.New("--sync-ca-file needs --sync-url")
 	}
+	if errs := validation.IsDNS1123Subdomain(f.Targets.DefaultServiceAccount); len(errs) > 0 {
+		return Options{}, fmt.Errorf("--default-service-account %q is no ServiceAccount name: %s", f.Targets.DefaultServiceAccount, strings.Join(errs, "; "))
+	}
 	budget := f.Evaluation.PassBudget
 	if budget == 0 {
 		budget = -1 // the flag's 0 is no budget; Options' 0 is the default
@@ -178,6 +190,8 @@ func (f *Flags) Options() (Options, error) {
 		TargetTimeout:            f.Targets.Timeout,
 		ReadConcurrency:          f.Targets.ReadConcurrency,
 		Kubeconfig:               f.Targets.Kubeconfig,
+		DefaultServiceAccount:    f.Targets.DefaultServiceAccount,
+		UnsafeReadAsObserver:     f.Targets.UnsafeReadAsObserver,
 		MetricsAddr:              f.Serving.MetricsAddr,
 		ProbeAddr:                f.Serving.ProbeAddr,
 		PprofAddr:                f.Serving.PprofAddr,

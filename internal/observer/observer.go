@@ -88,6 +88,12 @@ type Options struct {
 	// Kubeconfig says which credentials the kubeconfig Secret of a Cluster may use
 	// (internal/kubeconfig: exec plugins and local files are refused by default).
 	Kubeconfig kubeconfig.Options
+	// DefaultServiceAccount is the ServiceAccount whose identity reads the objects of
+	// a Cluster without kubeconfigSecretRef or serviceAccountName, in the Cluster's
+	// namespace (default clustercache.DefaultServiceAccount); UnsafeReadAsObserver reads
+	// them with the observer's own identity instead (clustercache.Options).
+	DefaultServiceAccount string
+	UnsafeReadAsObserver  bool
 	// ReadConcurrency bounds the concurrent object reads of one pass.
 	ReadConcurrency int
 	// PassBudget bounds the CEL cost of one pass over one Release, in CEL cost units
@@ -211,7 +217,8 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, err
 	clusters := clustercache.New(clustercache.Options{
 		Local: cfg, SecretReader: live, Secrets: secrets,
 		QPS: o.TargetQPS, Burst: o.TargetBurst, Timeout: o.TargetTimeout,
-		Kubeconfig: o.Kubeconfig, Watch: !o.DirectReads, NamespaceThreshold: o.TargetNamespaceThreshold,
+		Kubeconfig: o.Kubeconfig, DefaultServiceAccount: o.DefaultServiceAccount, UnsafeReadAsObserver: o.UnsafeReadAsObserver,
+		Watch: !o.DirectReads, NamespaceThreshold: o.TargetNamespaceThreshold,
 		Log: ctrl.Log.WithName("targets"),
 	})
 	// The manager stops the cache (its informers and Secret watches) at shutdown, after

@@ -16,12 +16,15 @@ package testenv
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -80,7 +83,11 @@ func Assets(root string) (string, error) {
 	return strings.TrimSpace(stdout.String()), nil
 }
 
-// Start starts etcd and kube-apiserver and installs the CRDs of config/crd/bases.
+// Start starts etcd and kube-apiserver and installs the CRDs of config/crd/bases. Every
+// ServiceAccount may read (get, list, watch) every object (ReadGrantName), so that the
+// observer's impersonated read identity (docs/design.md, "Read identity") reads what the
+// tests record, as it would once a platform granted it; StartWith with NoReadGrant leaves
+// it out, for tests of what an identity may not read.
 func Start() (*Env, error) { return start(true, Options{}) }
 
 // StartTarget starts etcd and kube-apiserver without this project's CRDs: a target
@@ -96,7 +103,14 @@ type Options struct {
 	// APIServerArgs are more kube-apiserver flags (name without "--" → value), e.g.
 	// {"watch-cache": "false"} so that watches are served by etcd itself.
 	APIServerArgs map[string]string
+	// NoReadGrant leaves out the ClusterRoleBinding ReadGrantName that lets every
+	// ServiceAccount read every object.
+	NoReadGrant bool
 }
+
+// ReadGrantName names the ClusterRole and ClusterRoleBinding with which Start lets the
+// group system:serviceaccounts get, list and watch every resource.
+const ReadGrantName = "testenv-serviceaccounts-read"
 
 // StartWith is Start with options.
 func StartWith(o Options) (*Env, error) { return start(true, o) }
@@ -137,7 +151,30 @@ func start(withCRDs bool, o Options) (*Env, error) {
 		_ = e.Stop()
 		return nil, err
 	}
-	return &Env{Config: cfg, Client: c, Scheme: sch, RepoRoot: root, env: e}, nil
+	env := &Env{Config: cfg, Client: c, Scheme: sch, RepoRoot: root, env: e}
+	if withCRDs && !o.NoReadGrant {
+		if err := env.grantServiceAccountsRead(); err != nil {
+			_ = e.Stop()
+			return nil, err
+		}
+	}
+	return env, nil
+}
+
+// grantServiceAccountsRead creates the ClusterRole and ClusterRoleBinding ReadGrantName.
+func (e *Env) grantServiceAccountsRead() error {
+	ctx := context.Background()
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: ReadGrantName},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"*"}, Resources: []string{"*"}, Verbs: []string{"get", "list", "watch"}}}}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: ReadGrantName},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: ReadGrantName},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: "system:serviceaccounts"}}}
+	for _, obj := range []client.Object{role, binding} {
+		if err := e.Client.Create(ctx, obj); err != nil {
+			return fmt.Errorf("granting ServiceAccounts read access (%s): %w", ReadGrantName, err)
+		}
+	}
+	return nil
 }
 
 // MustStart is Start for TestMain: it exits the process with a message on error.

@@ -116,6 +116,5 @@ func TestScenario(t *testing.T) {
 }
 
 const (
-	relist    = "informers' list: on this kube-apiserver the initial state streams in a watch (WatchList); an older one, and a re-list after a failed watch, need list"
-	localKind = "list/watch of a kind of the local-cluster watcher that the demo's Release does not record (it falls back to GETs without them)"
+	relist = "informers' list: on this kube-apiserver the initial state streams in a watch (WatchList); an older one, and a re-list after a failed watch, need list"
 )

@@ -56,6 +56,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: kubeconfigSecretRef
       type:
         namedType: com.github.kumodo.convoy-observer.api.v1alpha1.SecretKeyReference
+    - name: serviceAccountName
+      type:
+        scalar: string
     - name: shard
       type:
         scalar: string

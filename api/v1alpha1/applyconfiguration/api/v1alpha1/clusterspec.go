@@ -13,6 +13,15 @@ type ClusterSpecApplyConfiguration struct {
 	// shard is the shard this Cluster belongs to; "" is the default shard. Only the
 	// observer replicas that own the shard assess the Releases of this Cluster.
 	Shard *string `json:"shard,omitempty"`
+	// serviceAccountName is a ServiceAccount of the Cluster's namespace whose identity
+	// reads the objects of the Cluster's Releases (inventory entries, hook Jobs and Pods):
+	// the observer impersonates system:serviceaccount:<namespace>:<serviceAccountName>,
+	// so a Release never reads more than that ServiceAccount may. Empty: on the cluster
+	// the observer runs in (no kubeconfigSecretRef), the ServiceAccount of the observer's
+	// --default-service-account flag (convoy-health-reader by default); through a
+	// kubeconfig, the kubeconfig's own identity. The ServiceAccount needs get, list and
+	// watch on what its Releases record (docs/security.md).
+	ServiceAccountName *string `json:"serviceAccountName,omitempty"`
 }
 
 // ClusterSpecApplyConfiguration constructs a declarative configuration of the ClusterSpec type for use with
@@ -34,5 +43,13 @@ func (b *ClusterSpecApplyConfiguration) WithKubeconfigSecretRef(value *SecretKey
 // If called multiple times, the Shard field is set to the value of the last call.
 func (b *ClusterSpecApplyConfiguration) WithShard(value string) *ClusterSpecApplyConfiguration {
 	b.Shard = &value
+	return b
+}
+
+// WithServiceAccountName sets the ServiceAccountName field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the ServiceAccountName field is set to the value of the last call.
+func (b *ClusterSpecApplyConfiguration) WithServiceAccountName(value string) *ClusterSpecApplyConfiguration {
+	b.ServiceAccountName = &value
 	return b
 }
