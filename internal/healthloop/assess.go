@@ -228,7 +228,10 @@ func (h *HealthController) assessItem(ctx context.Context, pt *passTenant, ev *h
 		case errors.Is(err, clustercache.ErrClusterNotConnected):
 			return r, err
 		default:
-			res = health.Result{Outcome: health.Error, Message: health.TruncateMessage("cannot read object: " + err.Error()), RuleIndex: -1}
+			// The target's answer reaches the message only as its code and reason, or a
+			// fixed class of failure (clustercache.DescribeError); the log keeps it all.
+			h.logFrom(ctx).V(1).Info("cannot read object", "object", r.key.String(), "error", err.Error())
+			res = health.Result{Outcome: health.Error, Message: health.TruncateMessage("cannot read object: " + clustercache.DescribeError(err)), RuleIndex: -1}
 		}
 	}
 	j := health.Judge(res, p.firstUnhealthy, deadline, now)
