@@ -79,7 +79,7 @@ func (h *HealthController) writeInventoryHealth(ctx context.Context, a *assessme
 	}
 	ac := inventoryApply(a.inv, rv, record).WithEntries(list...)
 	if err := h.Writer.Apply(ctx, ac, client.FieldOwner(inventory.FieldManagerInventory), client.ForceOwnership); err != nil {
-		return rv, fmt.Errorf("applying the health of %d inventory entries: %w", len(list), err)
+		return rv, fmt.Errorf("applying the health of %d inventory entries: %w", len(list), asRefused("entries", len(list), ac, err))
 	}
 	h.remember(key, func(m *releaseMemory) { m.entriesSum, m.entriesWritten = sum, true })
 	return ptr.Deref(ac.ResourceVersion, rv), nil
