@@ -160,6 +160,10 @@ func (a *assessment) healthStatus(rel *v1alpha1.Release) healthStatus {
 	}
 	last := rel.GetLastAttemptedRenderRef()
 	switch {
+	case len(a.entries) == 0 && a.unowned > 0:
+		hs.status, hs.reason = metav1.ConditionUnknown, v1alpha1.ReasonUnknown
+		hs.message = fmt.Sprintf("%s; the ReleaseInventory has %d entries that no field manager owns (no managedFields), so none is assessed: "+
+			"the controller-manager must apply the inventory with Server-Side Apply", count, a.unowned)
 	case !inventory.RenderCurrent(last, entries):
 		behind := 0
 		for i := range entries {
