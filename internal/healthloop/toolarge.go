@@ -103,7 +103,11 @@ func tooLargeKind(err error) string {
 	}
 	for _, text := range texts {
 		if says := passedOnTooLarge(text); says != "" {
-			return fmt.Sprintf("%d InternalError: %s", st.Code, says)
+			code := fmt.Sprint(st.Code)
+			if st.Reason != metav1.StatusReasonUnknown {
+				code += " " + string(st.Reason)
+			}
+			return code + ": " + says
 		}
 	}
 	return ""
