@@ -227,14 +227,15 @@ func (c *Cache) restConfig(cluster *v1alpha1.Cluster, data []byte) (*rest.Config
 }
 
 // Forget implements ClusterCache: it stops the cluster's informers and the watch of
-// its kubeconfig Secret. What Releases track on it stays in the index (a Cluster that
-// comes back is watched again).
+// its kubeconfig Secret, and drops the cluster's metric series. What Releases track on
+// it stays in the index (a Cluster that comes back is watched again).
 func (c *Cache) Forget(namespace, name string) {
 	key := namespace + "/" + name
 	c.mu.Lock()
 	c.clients[key].stop()
 	delete(c.clients, key)
 	c.mu.Unlock()
+	forgetClusterMetrics(key)
 	if c.secrets != nil {
 		c.secrets.unlink(key)
 	}

@@ -33,8 +33,9 @@ func (c *Cache) Stop() {
 	c.clients = map[string]*cachedClient{}
 	c.mu.Unlock()
 	c.cancel()
-	for _, cc := range clients {
+	for key, cc := range clients {
 		cc.stop()
+		forgetClusterMetrics(key)
 	}
 	if c.secrets != nil {
 		c.secrets.stop()

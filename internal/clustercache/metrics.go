@@ -18,11 +18,12 @@ var (
 	}, []string{"cluster", "source"})
 
 	// watchFallbacks counts the types whose list or watch was refused, so they are read
-	// with GETs for a while.
+	// with GETs for a while. The type is logged, not a label: it comes from a tenant's
+	// inventory, and one inventory of made-up types would make a series of each.
 	watchFallbacks = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "convoy_observer_target_watch_fallbacks_total",
-		Help: "Resource types of a target cluster whose list or watch was forbidden or unserved, so they fell back to GETs.",
-	}, []string{"cluster", "resource"})
+		Help: "Resource types of a target cluster whose list or watch was forbidden or unserved, so they fell back to GETs (the log names the type).",
+	}, []string{"cluster"})
 
 	// secretWatchFallbacks counts the kubeconfig Secrets whose list or watch was
 	// refused, so they are read with GETs for a while.
@@ -38,6 +39,25 @@ var (
 	}, []string{"cluster"})
 )
 
+// Labels (docs/operations.md, "Probes, metrics and logs"): no label takes its value from
+// inside a tenant's object. "cluster" is a Cluster's namespace/name and "secret" a
+// kubeconfig Secret's: object names, whose series go with what they describe
+// (forgetClusterMetrics when the Cluster is forgotten, forgetSecretMetrics when no
+// Cluster references the Secret any more).
+
 func init() {
 	metrics.Registry.MustRegister(targetReads, watchFallbacks, secretWatchFallbacks, watchedScopes)
+}
+
+// forgetClusterMetrics drops every series of the Cluster key.
+func forgetClusterMetrics(cluster string) {
+	labels := prometheus.Labels{"cluster": cluster}
+	targetReads.DeletePartialMatch(labels)
+	watchFallbacks.DeletePartialMatch(labels)
+	watchedScopes.DeletePartialMatch(labels)
+}
+
+// forgetSecretMetrics drops the series of the kubeconfig Secret key (namespace/name).
+func forgetSecretMetrics(secret string) {
+	secretWatchFallbacks.DeleteLabelValues(secret)
 }

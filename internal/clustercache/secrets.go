@@ -208,6 +208,7 @@ func (s *secretWatches) unlinkLocked(cluster string) {
 		w.cancel()
 		delete(s.watches, key)
 	}
+	forgetSecretMetrics(key.String())
 }
 
 // stop ends every Secret watch.
@@ -217,6 +218,9 @@ func (s *secretWatches) stop() {
 	for k, w := range s.watches {
 		w.cancel()
 		delete(s.watches, k)
+	}
+	for _, k := range s.links {
+		forgetSecretMetrics(k.String())
 	}
 }
 

@@ -80,4 +80,9 @@ func TestForbiddenSecretWatchFallsBackToGets(t *testing.T) {
 	if got := testutil.ToFloat64(fallbacks); got != 1 || logged() != 1 {
 		t.Fatalf("after more reads: fallbacks = %v, log lines = %d; want 1 and 1", got, logged())
 	}
+	// The series goes with the last Cluster that references the Secret.
+	cache.Forget(ns, "remote")
+	if got := series(secretWatchFallbacks, "secret", ns+"/kc"); len(got) != 0 {
+		t.Fatalf("after Forget, the Secret's fallback series stays: %v", got)
+	}
 }

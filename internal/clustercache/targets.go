@@ -43,7 +43,11 @@ type targetWatches struct {
 	ctx       context.Context
 	cancelAll context.CancelFunc
 
-	mu        sync.Mutex
+	mu sync.Mutex
+	// stopped: the cluster's clients were stopped (rebuilt or forgotten); nothing more
+	// is started or counted, so a pass that still holds this reader does not bring
+	// back the series of a forgotten cluster.
+	stopped   bool
 	informers map[scopeKey]*scopeInformer                   // running
 	fallback  map[schema.GroupVersionResource]fallbackState // list/watch refused
 	wide      map[schema.GroupVersionResource]bool          // currently all-namespaces
@@ -70,6 +74,7 @@ func (w *targetWatches) stop() {
 	w.cancelAll()
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.stopped = true
 	for k, s := range w.informers {
 		s.cancel()
 		delete(w.informers, k)
@@ -82,6 +87,9 @@ func (w *targetWatches) stop() {
 func (w *targetWatches) sync(counts map[schema.GroupVersionResource]map[string]int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.stopped {
+		return
+	}
 	want := w.desiredLocked(counts)
 	for k, s := range w.informers {
 		if !want[k] {
@@ -175,8 +183,8 @@ func (w *targetWatches) fallBack(s *scopeInformer, err error) {
 	s.cancel()
 	delete(w.informers, s.key)
 	w.fallback[s.key.gvr] = fallbackState{until: w.opts.Clock.Now().Add(w.opts.FallbackRetry), err: err}
-	watchFallbacks.WithLabelValues(w.cluster, s.key.gvr.GroupResource().String()).Inc()
-	w.log.Info("cannot watch this type; reading it with GETs", "scope", s.key.String(),
+	watchFallbacks.WithLabelValues(w.cluster).Inc()
+	w.log.Info("cannot watch this type; reading it with GETs", "scope", s.key.String(), "resource", s.key.gvr.GroupResource().String(),
 		"retryAfter", w.opts.FallbackRetry.String(), "error", err.Error())
 	watchedScopes.WithLabelValues(w.cluster).Set(float64(len(w.informers)))
 }
@@ -242,13 +250,22 @@ func (w *targetWatches) Get(ctx context.Context, gvr schema.GroupVersionResource
 	if !ok {
 		return w.get(ctx, sourceMiss, gvr, namespace, name)
 	}
-	targetReads.WithLabelValues(w.cluster, sourceCache).Inc()
+	w.countRead(sourceCache)
 	return cachedUnstructured(obj)
 }
 
 func (w *targetWatches) get(ctx context.Context, source string, gvr schema.GroupVersionResource, namespace, name string) (*unstructured.Unstructured, error) {
-	targetReads.WithLabelValues(w.cluster, source).Inc()
+	w.countRead(source)
 	return w.direct.Get(ctx, gvr, namespace, name)
+}
+
+// countRead counts a read from source, unless the cluster's clients were stopped.
+func (w *targetWatches) countRead(source string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.stopped {
+		targetReads.WithLabelValues(w.cluster, source).Inc()
+	}
 }
 
 // syncWaitLimit bounds, in SyncWaits, how long a read waits for a first list that

@@ -115,7 +115,7 @@ func TestForbiddenTypeFallsBackToGets(t *testing.T) {
 	if err != nil || obj.GetName() != "a" {
 		t.Fatalf("read of a type that may not be listed: %v, %v; want the object from a GET", obj, err)
 	}
-	fallbacks := watchFallbacks.WithLabelValues(toolscache.MetaObjectToName(cluster).String(), "configmaps")
+	fallbacks := watchFallbacks.WithLabelValues(toolscache.MetaObjectToName(cluster).String())
 	eventually(t, "the fallback to GETs", func() bool {
 		return testutil.ToFloat64(fallbacks) == 1 && len(cache.Scopes(toolscache.MetaObjectToName(cluster).String())) == 0
 	})

@@ -43,6 +43,10 @@ type assessment struct {
 	// unjudged is the number of recorded entries that no selected rule judges: no rule's
 	// apiVersion and resources match the entry's (health.Evaluator.RulesApplied is 0).
 	unjudged int
+	// unowned is the number of the inventory's entries that no field manager owns (no
+	// managedFields, or none of the entry), set when no entry is recorded: they are not
+	// the controller-manager's, and the Release is not judged as empty (healthStatus).
+	unowned int
 }
 
 // itemResult is the assessment of one inventory entry.
@@ -96,6 +100,7 @@ func (h *HealthController) assess(ctx context.Context, rel *v1alpha1.Release, pi
 	entries, stale := pi.own.RecordedEntries(pi.inv, inventory.FieldManagerInventory)
 	a.stale = stale
 	if len(entries) == 0 {
+		a.unowned = unownedEntries(pi.own, pi.inv)
 		return a, nil
 	}
 	for i := range entries {
@@ -228,7 +233,10 @@ func (h *HealthController) assessItem(ctx context.Context, pt *passTenant, ev *h
 		case errors.Is(err, clustercache.ErrClusterNotConnected):
 			return r, err
 		default:
-			res = health.Result{Outcome: health.Error, Message: health.TruncateMessage("cannot read object: " + err.Error()), RuleIndex: -1}
+			// The target's answer reaches the message only as its code and reason, or a
+			// fixed class of failure (clustercache.DescribeError); the log keeps it all.
+			h.logFrom(ctx).V(1).Info("cannot read object", "object", r.key.String(), "error", err.Error())
+			res = health.Result{Outcome: health.Error, Message: health.TruncateMessage("cannot read object: " + clustercache.DescribeError(err)), RuleIndex: -1}
 		}
 	}
 	j := health.Judge(res, p.firstUnhealthy, deadline, now)
@@ -241,6 +249,22 @@ func (h *HealthController) assessItem(ctx context.Context, pt *passTenant, ev *h
 		h.logFrom(ctx).V(1).Info("object not healthy", "object", r.key.String(), "state", state, "message", r.message, "ruleSet", res.RuleSet, "rule", res.RuleIndex)
 	}
 	return r, nil
+}
+
+// unownedEntries counts the entries of inv that no field manager owns: neither a
+// controller-manager (they would be recorded) nor the observer (they would be a leftover
+// that its next apply drops). An inventory stored without managedFields (created with
+// an Update or a Create that tracks none, or whose managedFields were reset) has only
+// such entries.
+func unownedEntries(own *inventory.Ownership, inv *v1alpha1.ReleaseInventory) int {
+	n := 0
+	for i := range inv.Entries {
+		k := inventory.KeyOf(&inv.Entries[i])
+		if !own.EntryRecorded(k) && !own.EntryOwnedBy(inventory.FieldManagerInventory, k) {
+			n++
+		}
+	}
+	return n
 }
 
 // position is where the entry stands in the order of a pass (health.CompareEntries).

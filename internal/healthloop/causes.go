@@ -43,8 +43,9 @@ func failureKind(err error) string {
 
 // failureMessage is the condition message of the failed assessment err: assessFailedPrefix,
 // the detail of its kind (once: an error whose text starts with it keeps its text), and
-// the error. Any other error whose text starts like a detail gets detailOther first, so
-// it never reads back as that kind.
+// the error; for an unreachable cluster its clustercache.DescribeError, never what the
+// target answered. Any other error whose text starts like a detail gets detailOther
+// first, so it never reads back as that kind.
 func failureMessage(err error) string {
 	text := err.Error()
 	detail := ""
@@ -52,6 +53,8 @@ func failureMessage(err error) string {
 	case EventRulesInvalid:
 		detail = detailRulesInvalid
 	case EventClusterUnreachable:
+		// It may carry what the target answered: only its description.
+		text = clustercache.DescribeError(err)
 		detail = detailClusterUnreachable
 	default:
 		if strings.HasPrefix(text, detailRulesInvalid) || strings.HasPrefix(text, detailClusterUnreachable) {

@@ -3,6 +3,7 @@ package healthloop
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -33,6 +34,8 @@ func (h *HealthController) getCluster(ctx context.Context, rel *v1alpha1.Release
 // never saw belongs to the default shard.
 func (h *HealthController) shardOf(rel *v1alpha1.Release, cluster *v1alpha1.Cluster) string {
 	key := toolscache.ObjectName{Namespace: rel.Namespace, Name: rel.Spec.ClusterRef.Name}.String()
+	unused := ""
+	defer func() { h.forgetUnusedCluster(unused) }()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if old := h.clusterOf[base.KeyOf(rel)]; old != key {
@@ -41,8 +44,8 @@ func (h *HealthController) shardOf(rel *v1alpha1.Release, cluster *v1alpha1.Clus
 		}
 		h.clusterOf[base.KeyOf(rel)] = key
 		h.clusterRefs[key]++
-		if old != "" {
-			h.dropClusterRef(old)
+		if old != "" && h.dropClusterRef(old) {
+			unused = old
 		}
 	}
 	if cluster != nil {
@@ -59,20 +62,39 @@ func (h *HealthController) shardOf(rel *v1alpha1.Release, cluster *v1alpha1.Clus
 // of that Cluster with its last Release. Only for a Release that is gone: one whose shard
 // moved still names its Cluster, and a Cluster that is gone keeps its last shard.
 func (h *HealthController) forgetCluster(key string) {
+	unused := ""
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	if cl, ok := h.clusterOf[key]; ok {
 		delete(h.clusterOf, key)
-		h.dropClusterRef(cl)
+		if h.dropClusterRef(cl) {
+			unused = cl
+		}
 	}
+	h.mu.Unlock()
+	h.forgetUnusedCluster(unused)
 }
 
-// dropClusterRef counts one Release less for the Cluster cl, under h.mu.
-func (h *HealthController) dropClusterRef(cl string) {
+// dropClusterRef counts one Release less for the Cluster cl, under h.mu; true when it
+// was the last one.
+func (h *HealthController) dropClusterRef(cl string) (last bool) {
 	if h.clusterRefs[cl]--; h.clusterRefs[cl] > 0 {
-		return
+		return false
 	}
 	delete(h.clusterRefs, cl)
 	delete(h.lastShard, cl)
 	h.events.forgetCluster(cl)
+	return true
+}
+
+// forgetUnusedCluster lets the cluster cache forget the Cluster cl (namespace/name; ""
+// for none) that no Release of this replica names any more: its clients, informers and
+// metric series go with its last Release, so a Cluster deleted after its Releases (no
+// pass sees it missing) leaves nothing behind. A Release that names it again rebuilds
+// its clients. Not under h.mu: the cache takes its own lock.
+func (h *HealthController) forgetUnusedCluster(cl string) {
+	if cl == "" {
+		return
+	}
+	ns, name, _ := strings.Cut(cl, "/")
+	h.Clusters.Forget(ns, name)
 }

@@ -3,8 +3,6 @@ package healthloop
 import (
 	"context"
 	"errors"
-	"fmt"
-	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -49,10 +47,25 @@ func (h *HealthController) commit(ctx context.Context, rel *v1alpha1.Release, in
 	c := &committer{h: h, rel: rel, inv: inv.inv, rv: inv.resourceVersion(), record: owed.carry()}
 	prev := priorCondition(rel)
 	hooksErr := c.hooks(ctx, res.hooks)
+	// A write refused as too large is said in the condition instead, once, and not
+	// retried (toolarge.go); a deletion pass writes no condition, so it retries.
+	var refused *refusedWrite
+	if res.hs != nil && errors.As(hooksErr, &refused) {
+		hooksErr = nil
+	}
 	if res.a != nil {
-		if err := c.entries(ctx, res.a, res.hs); err != nil {
-			return failedWrites(hooksErr, err)
+		if err := c.entries(ctx, res.a); err != nil {
+			var r *refusedWrite
+			if res.hs == nil || !errors.As(err, &r) {
+				return failedWrites(hooksErr, err)
+			}
+			if refused == nil {
+				refused = r
+			}
 		}
+	}
+	if refused != nil {
+		return failedWrites(hooksErr, c.refused(ctx, prev, refused))
 	}
 	if res.hs != nil {
 		if err := c.condition(ctx, prev, *res.hs, res.a); err != nil {
@@ -89,19 +102,11 @@ func (c *committer) hooks(ctx context.Context, out hookOutcome) error {
 	return nil
 }
 
-// entries applies the entries' health (writeInventoryHealth). An inventory that the
-// write would make larger than the API server accepts also gets the reason into the
-// Healthy condition (hs not nil): retrying alone would hide why.
-func (c *committer) entries(ctx context.Context, a *assessment, hs *healthStatus) error {
+// entries applies the entries' health (writeInventoryHealth). A write refused as too
+// large is a *refusedWrite, which commit says in the Healthy condition.
+func (c *committer) entries(ctx context.Context, a *assessment) error {
 	rv, err := c.h.writeInventoryHealth(ctx, a, c.rv, c.record)
 	if err != nil {
-		if tooLarge(err) && hs != nil {
-			// The entries' error is the one the queue retries; a failed condition write
-			// is only logged, so the log says both.
-			if herr := c.h.writeHealth(ctx, c.rel, assessFailed(c.rel, fmt.Errorf("cannot record the health of %d entries: the ReleaseInventory exceeds the API server's size limit: %w", len(a.entries), err))); herr != nil && ctx.Err() == nil {
-				c.h.logFrom(ctx).Error(herr, "cannot say in the Healthy condition that the ReleaseInventory is too large")
-			}
-		}
 		return c.h.writeFailed(ctx, "entries", err)
 	}
 	c.rv = rv
@@ -159,23 +164,3 @@ func failedWrites(errs ...error) error {
 	}
 	return errors.Join(all...)
 }
-
-// tooLarge reports whether err says that the written object exceeds the size limit of
-// the API server (413 RequestEntityTooLarge) or of etcd: a 500 InternalError Status
-// whose message carries etcd's own error, etcdRequestTooLarge. The API server passes
-// etcd's error on as text, with no reason or code that tells it apart, so this is the
-// one place that reads a message; everything else asks tooLarge.
-func tooLarge(err error) bool {
-	if apierrors.IsRequestEntityTooLargeError(err) {
-		return true
-	}
-	var status apierrors.APIStatus
-	if !errors.As(err, &status) || !apierrors.IsInternalError(err) {
-		return false
-	}
-	return strings.Contains(status.Status().Message, etcdRequestTooLarge)
-}
-
-// etcdRequestTooLarge is etcd's rpctypes.ErrRequestTooLarge as the API server reports
-// it (a test checks it against etcd's constant).
-const etcdRequestTooLarge = "etcdserver: request is too large"

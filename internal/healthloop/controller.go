@@ -230,6 +230,13 @@ func (h *HealthController) syncHandler(ctx context.Context, key string) (_ base.
 		return h.scheduleHealthRecheck(key, rel, hooks.pendingTargets()), nil
 	}
 
+	// The API server refused this very inventory as too large: said once, not read again
+	// (toolarge.go).
+	if h.stillRefused(key, rel, inv) {
+		log.V(1).Info("skipping: the API server refused this inventory as too large; assessed again when it changes")
+		return h.scheduleHealthRecheck(key, rel, nil), nil
+	}
+
 	// 4. Hooks.
 	hooks := h.pollHooks(ctx, rel, inv, cluster, clusterErr)
 
@@ -265,6 +272,9 @@ func (h *HealthController) syncHandler(ctx context.Context, key string) (_ base.
 		return base.Result{}, err
 	}
 	h.recordBudgetEvent(rel, a)
+	if h.recall(key).refused != nil {
+		pending = nil // a refused write comes back on the interval, or when the inventory changes
+	}
 
 	// 7. Next pass.
 	return h.scheduleHealthRecheck(key, rel, pending), nil

@@ -125,7 +125,7 @@ func (h *HealthController) recordHealthEvents(ctx context.Context, rel *v1alpha1
 	unreachable := cause != nil && errors.Is(cause, clustercache.ErrClusterNotConnected)
 	if unreachable && h.events.markDown(clusterKey, true) {
 		h.clusterEvent(ctx, rel, corev1.EventTypeWarning, EventClusterUnreachable,
-			"cluster unreachable: %s (Releases of this cluster are Unknown until it answers)", cause)
+			"cluster unreachable: %s (Releases of this cluster are Unknown until it answers)", clustercache.DescribeError(cause))
 	}
 	if !unreachable && a != nil && h.events.markDown(clusterKey, false) {
 		h.clusterEvent(ctx, rel, corev1.EventTypeNormal, EventClusterReachable, "cluster reachable again")

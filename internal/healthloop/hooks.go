@@ -350,7 +350,7 @@ func (h *HealthController) writeHookStatus(ctx context.Context, inv *v1alpha1.Re
 	}
 	ac := inventoryApply(inv, rv, record).WithHooks(hooks.status...)
 	if err := h.Writer.Apply(ctx, ac, client.FieldOwner(inventory.FieldManagerHookStatus), client.ForceOwnership); err != nil {
-		return rv, fmt.Errorf("applying the status of %d hooks: %w", len(hooks.status), err)
+		return rv, fmt.Errorf("applying the status of %d hooks: %w", len(hooks.status), asRefused("hooks", len(hooks.status), ac, err))
 	}
 	return ptr.Deref(ac.ResourceVersion, rv), nil
 }

@@ -121,21 +121,31 @@ func TestLargeInventory(t *testing.T) {
 
 // TestInventoryTooLargeToAnnotate: the CRD allows 10000 entries, but etcd refuses an
 // inventory of about 6000 (2 MiB with managedFields) before the observer sees it, and
-// the observer's own fields push an inventory of 3000 past the limit. Then the entries
-// write fails: the pass is retried, and the Healthy condition says why (Unknown).
+// the observer's own fields push one of 3000 past etcd's request limit and one of 4000
+// past the API server's gRPC message limit to etcd. Then the entries write is refused:
+// the Healthy condition says why (Unknown) once, the pass returns no error for the queue
+// to retry, and later passes over the same inventory read nothing again.
 func TestInventoryTooLargeToAnnotate(t *testing.T) {
 	if testing.Short() {
-		t.Skip("3000 target reads")
+		t.Skip("7000 target reads")
 	}
 	t.Parallel()
-	f := newFixture(t)
-	f.readyRelease(0, 0)
-	f.largeInventory(3000)
-	if _, err := f.h.syncHandler(f.ctx, f.key); err == nil || !tooLarge(err) {
-		t.Fatalf("pass = %v, want a too-large error", err)
-	}
-	c := f.expectCondition(metav1.ConditionUnknown, v1alpha1.ReasonUnknown)
-	if !strings.Contains(c.Message, "exceeds the API server's size limit") {
-		t.Fatalf("condition message %q does not say why", c.Message)
+	for _, n := range []int{3000, 4000} {
+		f := newFixture(t)
+		f.readyRelease(0, 0)
+		f.largeInventory(n)
+		clusters := &countingClusters{ClusterCache: f.h.Clusters}
+		f.h.Clusters = clusters
+		if _, err := f.h.syncHandler(f.ctx, f.key); err != nil {
+			t.Fatalf("%d entries: pass = %v, want no error (said once in the condition)", n, err)
+		}
+		c := f.expectCondition(metav1.ConditionUnknown, v1alpha1.ReasonUnknown)
+		if want := fmt.Sprintf("cannot record the health of %d entries: the ReleaseInventory exceeds the API server's size limit", n); !strings.HasPrefix(c.Message, want) {
+			t.Fatalf("%d entries: condition message %q does not say why", n, c.Message)
+		}
+		reads := clusters.reads.Load()
+		if _, err := f.h.syncHandler(f.ctx, f.key); err != nil || clusters.reads.Load() != reads {
+			t.Fatalf("%d entries: the next pass = %v after %d more reads; want none", n, err, clusters.reads.Load()-reads)
+		}
 	}
 }

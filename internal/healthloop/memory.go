@@ -34,12 +34,15 @@ type releaseMemory struct {
 	// budgetCut: the last pass was cut by the evaluation budget (fair.go), so the next
 	// cut one is no new edge.
 	budgetCut bool
+	// refused is the inventory write that the API server last refused as too large
+	// (toolarge.go): passes over the same inventory read and write nothing.
+	refused *refusal
 }
 
 // empty reports whether m holds nothing worth keeping.
 func (m *releaseMemory) empty() bool {
 	return len(m.attempts) == 0 && !m.wakeArmed && m.owed == (owedState{}) && m.written == nil && !m.entriesWritten &&
-		m.eventKind == "" && !m.budgetCut
+		m.eventKind == "" && !m.budgetCut && m.refused == nil
 }
 
 // remember runs fn on the memory of the Release key under h.mu (made on first use, and

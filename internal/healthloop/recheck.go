@@ -13,6 +13,10 @@ const (
 	// targetAssessment is pending while assess fails (a compile error, a missing or
 	// unreachable cluster), so the loop recovers by itself once the cause goes away.
 	targetAssessment = "assessment"
+	// targetUnowned is pending while the inventory's entries are owned by no field
+	// manager: an apply that only adds the managedFields changes no field that wakes the
+	// loop (base.InventoryChanged).
+	targetUnowned = "unowned-entries"
 )
 
 func targetObject(key string) string { return "object:" + key }
@@ -56,6 +60,9 @@ func (a *assessment) pendingTargets(hs healthStatus) []string {
 	}
 	if hs.reason == v1alpha1.ReasonPending {
 		out = append(out, targetRenderPending)
+	}
+	if len(a.entries) == 0 && a.unowned > 0 {
+		out = append(out, targetUnowned)
 	}
 	return out
 }

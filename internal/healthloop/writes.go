@@ -79,7 +79,7 @@ func (h *HealthController) writeInventoryHealth(ctx context.Context, a *assessme
 	}
 	ac := inventoryApply(a.inv, rv, record).WithEntries(list...)
 	if err := h.Writer.Apply(ctx, ac, client.FieldOwner(inventory.FieldManagerInventory), client.ForceOwnership); err != nil {
-		return rv, fmt.Errorf("applying the health of %d inventory entries: %w", len(list), err)
+		return rv, fmt.Errorf("applying the health of %d inventory entries: %w", len(list), asRefused("entries", len(list), ac, err))
 	}
 	h.remember(key, func(m *releaseMemory) { m.entriesSum, m.entriesWritten = sum, true })
 	return ptr.Deref(ac.ResourceVersion, rv), nil
@@ -160,6 +160,10 @@ func (a *assessment) healthStatus(rel *v1alpha1.Release) healthStatus {
 	}
 	last := rel.GetLastAttemptedRenderRef()
 	switch {
+	case len(a.entries) == 0 && a.unowned > 0:
+		hs.status, hs.reason = metav1.ConditionUnknown, v1alpha1.ReasonUnknown
+		hs.message = fmt.Sprintf("%s; the ReleaseInventory has %d entries that no field manager owns (no managedFields), so none is assessed: "+
+			"the controller-manager must apply the inventory with Server-Side Apply", count, a.unowned)
 	case !inventory.RenderCurrent(last, entries):
 		behind := 0
 		for i := range entries {

@@ -160,9 +160,10 @@ func TestEntriesWrittenThoughTheCacheLags(t *testing.T) {
 	f.expectEntry("a", v1alpha1.StateHealthy, "")
 }
 
-// TestTooLargeFromTypedCauses: a write is too large on a 413, or on a 500 InternalError
-// that carries etcd's own error (its constant, as etcd defines it); the same words in any
-// other error are not.
+// TestTooLargeFromTypedCauses: a write is too large on a 413, or on a 500 that carries
+// etcd's own error (its constant, as etcd defines it) or gRPC's refusal of a message
+// larger than its limit (what the API server answers for an inventory of 4000 entries);
+// the same words in any other error are not.
 func TestTooLargeFromTypedCauses(t *testing.T) {
 	t.Parallel()
 	if etcdRequestTooLarge != rpctypes.ErrRequestTooLarge.Error() {
@@ -175,6 +176,13 @@ func TestTooLargeFromTypedCauses(t *testing.T) {
 	}{
 		{apierrors.NewRequestEntityTooLargeError("limit is 3145728"), true},
 		{fmt.Errorf("applying: %w", apierrors.NewInternalError(errors.New(rpctypes.ErrRequestTooLarge.Error()))), true},
+		{grpcTooLarge(), true},
+		{fmt.Errorf("applying: %w", &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: 500, Reason: metav1.StatusReasonInternalError,
+			Message: "rpc error: code = ResourceExhausted desc = grpc: received message larger than max (2398635 vs. 2097152)"}}), true},
+		{&apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: 500, Message: rpctypes.ErrRequestTooLarge.Error()}}, true},
+		{apierrors.NewBadRequest("the entry says: trying to send message larger than max"), false},
+		{&apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: 503, Message: "trying to send message larger than max"}}, false},
+		{errors.New("rpc error: code = ResourceExhausted desc = trying to send message larger than max"), false},
 		{apierrors.NewInternalError(errors.New("etcdserver: request timed out")), false},
 		{apierrors.NewBadRequest("the entry says: etcdserver: request is too large"), false},
 		{apierrors.NewConflict(inv, "app", errors.New("etcdserver: request is too large")), false},
