@@ -39,10 +39,16 @@ import (
 //     end replaced by its description ("cluster not connected: Cluster ns/c did not
 //     answer (…): connection refused"), or "cluster not connected: <description>" when the
 //     target's error is not at the end;
+//   - a read that the read identity may not make (ForbiddenError): its own words, the
+//     identity and the command that grants the read;
 //   - anything else: "unexpected error".
 func DescribeError(err error) string {
 	if err == nil {
 		return ""
+	}
+	var forbidden *ForbiddenError
+	if errors.As(err, &forbidden) {
+		return forbidden.Error()
 	}
 	target := targetPart(err)
 	notConnected := errors.Is(err, ErrClusterNotConnected)

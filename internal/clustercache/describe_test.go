@@ -120,7 +120,7 @@ func TestDescribeErrorOfRealAnswers(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, want := range map[string]string{
-		"body500": "500 InternalError", "status403": "403 Forbidden", "body503": "503 ServiceUnavailable",
+		"body500": "500 InternalError", "status403": "403 Forbidden: system:serviceaccount:ns:convoy-health-reader may not get configmaps in namespace ns; grant it: kubectl create rolebinding convoy-health-reader --clusterrole=convoy-health-reader --serviceaccount=ns:convoy-health-reader -n ns", "body503": "503 ServiceUnavailable",
 		"reason418": "418", "garbage200": "undecodable answer",
 	} {
 		_, err := reader.Get(context.Background(), gvrConfigMaps, "ns", name)
