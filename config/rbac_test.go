@@ -97,8 +97,22 @@ func checkAPIRBAC(t *testing.T, objs objects) {
 	}
 }
 
-// checkUserRoles checks the user roles of the Release subresources.
+// checkUserRoles checks the user roles of the Release subresources and the tenant roles:
+// no tenant role may write ReleaseInventories (the controller-manager's: its entries
+// decide what the observer reads) or GlobalHealthRuleSets.
 func checkUserRoles(t *testing.T, objs objects) {
+	for _, name := range []string{"convoy-tenant-edit", "convoy-tenant-view"} {
+		var cr rbacv1.ClusterRole
+		objs.get(t, "ClusterRole", "", name).decode(t, &cr)
+		for _, r := range cr.Rules {
+			for _, res := range r.Resources {
+				writes := slices.ContainsFunc(r.Verbs, func(v string) bool { return v != "get" && v != "list" && v != "watch" })
+				if writes && (res == "releaseinventories" || res == "globalhealthrulesets" || res == "releases/status" || res == "*") {
+					t.Errorf("tenant role %s may %v %s", name, r.Verbs, res)
+				}
+			}
+		}
+	}
 	for name, want := range map[string]rbacv1.PolicyRule{
 		"convoy-release-sync":          {APIGroups: []string{"subresources.convoy.kumodo.io"}, Resources: []string{"releases/sync"}, Verbs: []string{"create"}},
 		"convoy-release-health-reader": {APIGroups: []string{"subresources.convoy.kumodo.io"}, Resources: []string{"releases/health"}, Verbs: []string{"get"}},
