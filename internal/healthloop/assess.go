@@ -139,8 +139,7 @@ func (h *HealthController) assess(ctx context.Context, rel *v1alpha1.Release, pi
 }
 
 // collectRules lists the GlobalHealthRuleSets and the HealthRuleSets of rel's namespace
-// and keeps those its selectors select (docs/design.md, "Selection"); convoy-
-// api's explanations select through the same rulesets.Collect.
+// and keeps those its selectors select (docs/design.md, "Selection").
 func (h *HealthController) collectRules(ctx context.Context, rel *v1alpha1.Release) ([]extv1alpha1.GlobalHealthRuleSet, []extv1alpha1.HealthRuleSet, error) {
 	return rulesets.Collect(ctx, h.Reader, rel)
 }
