@@ -57,9 +57,15 @@ func apiFlags(t *testing.T) *flag.FlagSet {
 	apiserver.NewOptions().AddFlags(pfs)
 	fs := goFlags(pfs)
 	fs.Int("v", 0, "log verbosity")
-	for _, want := range []string{"kubeconfig", "secure-port", "tls-cert-file", "tls-private-key-file", "authentication-kubeconfig", "authorization-kubeconfig", "insecure-kubeconfig-exec"} {
+	for _, want := range []string{"kubeconfig", "secure-port", "tls-cert-file", "tls-private-key-file", "authentication-kubeconfig", "authorization-kubeconfig"} {
 		if fs.Lookup(want) == nil {
 			t.Fatalf("convoy-api has no --%s", want)
+		}
+	}
+	// convoy-api reads no target cluster: no flag about a target's kubeconfig.
+	for _, gone := range []string{"insecure-kubeconfig-exec", "insecure-kubeconfig-files"} {
+		if fs.Lookup(gone) != nil {
+			t.Fatalf("convoy-api has --%s, but it reads no target cluster", gone)
 		}
 	}
 	return fs

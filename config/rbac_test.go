@@ -79,10 +79,9 @@ func checkAPIRBAC(t *testing.T, objs objects) {
 	want := grantSet{}
 	want.add("", "convoy.kumodo.io", []string{"releases"}, "get", "list", "watch", "patch")
 	want.add("", "convoy.kumodo.io", []string{"releaseinventories"}, "get", "list", "watch")
-	// The decidedBy of /health: the Release's rules, Cluster and target objects.
-	want.add("", "convoy.kumodo.io", []string{"clusters"}, "get")
-	want.add("", "extensions.convoy.kumodo.io", []string{"globalhealthrulesets", "healthrulesets"}, "list")
-	want.add("", "", []string{"secrets"}, "get")
+	// Nothing else of the management cluster (/health is built from the inventory): no
+	// Cluster, no Secret, no rule set, no target object, not even through the optional
+	// local-cluster reader.
 	// Delegated authentication and authorization (built-in roles).
 	want.add("", "authentication.k8s.io", []string{"tokenreviews"}, "create")
 	want.add("", "authorization.k8s.io", []string{"subjectaccessreviews"}, "create")

@@ -71,8 +71,9 @@ type Judgement struct {
 }
 
 // Judge derives the Judgement of r: the state and anchor of DeriveState and the rule of
-// Explain. It is the one step after evaluation that the loop, convoy-api's decidedBy and
-// convoyctl health eval share, so that the three never disagree.
+// Explain. It is the one step after evaluation that the loop (which records the rule in
+// the inventory, where /health reads it) and convoyctl health eval share, so that they
+// never disagree.
 func Judge(r Result, firstUnhealthy *time.Time, deadline *time.Duration, now time.Time) Judgement {
 	state, anchor := DeriveState(r, firstUnhealthy, deadline, now)
 	return Judgement{State: state, FirstUnhealthy: anchor, DecidedBy: Explain(r, state)}

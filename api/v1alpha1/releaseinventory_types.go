@@ -106,6 +106,61 @@ type InventoryEntry struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	AssessedRenderRef string `json:"assessedRenderRef,omitempty"`
+
+	// decidedBy names the health rule that decided the state of an entry that is not
+	// Healthy, as of the observer's last assessment; absent for a Healthy entry and for
+	// one that no rule decided (its object is missing or unreadable, or the pass could
+	// not evaluate it). Written by the observer under the field manager
+	// convoy-health-inventory, like state and message; convoy-api's /health shows it as
+	// the entry's decidedBy.
+	// +optional
+	DecidedBy *EntryDecider `json:"decidedBy,omitempty"`
+
+	// rulesApplied is how many of the rules that the Release selected at the observer's
+	// last assessment match the entry's apiVersion and resource (whether or not the
+	// evaluation reached them): 0 means that no rule judges the object. Written by the
+	// observer under the field manager convoy-health-inventory on every entry it
+	// assesses; absent before the first assessment by an observer that records it.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	RulesApplied *int32 `json:"rulesApplied,omitempty"`
+}
+
+// EntryDecider is the rule that decided an entry's state (InventoryEntry.decidedBy): the
+// rule set, the rule's index in it and the cause. All five fields are always serialized
+// (namespace is "" for a GlobalHealthRuleSet). It has the fields of health.Decider, the
+// decidedBy of convoy-api's /health and of convoyctl health eval.
+// +structType=atomic
+type EntryDecider struct {
+	// kind of the rule set: GlobalHealthRuleSet or HealthRuleSet.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Kind string `json:"kind"`
+
+	// namespace of a HealthRuleSet; "" for a GlobalHealthRuleSet.
+	// +required
+	// +kubebuilder:validation:MaxLength=63
+	Namespace string `json:"namespace"`
+
+	// name of the rule set.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// rule is the 0-based index of the rule in the set's spec.rules.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	Rule int32 `json:"rule"`
+
+	// cause is how the rule decided: RuleFailed (its ruleExpression returned false,
+	// Progressing), DeadlinePassed (it failed past spec.healthAssessment.deadline,
+	// Degraded) or EvaluationError (it could not be evaluated, Unknown).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Cause string `json:"cause"`
 }
 
 // GetWave returns wave, or 0 when it is not set.

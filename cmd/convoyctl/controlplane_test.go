@@ -61,13 +61,12 @@ func adminKubeconfig(t *testing.T, env *testenv.Env) string {
 }
 
 // apiServer serves convoy-api's routes (the generic server in-process, without
-// authentication) over the control plane, explaining entries as
-// convoy-api does (the control plane is the local target), and returns its URL.
+// authentication) over the control plane, and returns its URL. Like convoy-api it
+// answers /health from the Release and its inventory only.
 func apiServer(t *testing.T, env *testenv.Env) string {
 	t.Helper()
 	e := syncapiserver.NewEndpoints(env.Client)
 	e.Log = logr.Discard()
-	e.Explainer = &syncapiserver.Explainer{Reader: env.Client, LocalConfig: env.Config}
 	h, err := apiserver.NewUnauthenticatedHandler(e)
 	if err != nil {
 		t.Fatal(err)
@@ -121,14 +120,30 @@ func newTestRelease(t *testing.T, env *testenv.Env, name, render string, deploym
 }
 
 // assess writes, as the observer, the state and message of each Deployment (name →
-// [state, message]) assessed at render.
+// [state, message]) assessed at render, with rulesApplied 0 and no decidedBy: the
+// Release selects no rule, so none judges or decides an entry.
 func (r *testRelease) assess(render string, states map[string][2]string) {
+	r.t.Helper()
+	r.assessWith(render, states, true)
+}
+
+// assessUnrecorded is assess as an observer that records neither decidedBy nor
+// rulesApplied writes the entries.
+func (r *testRelease) assessUnrecorded(render string, states map[string][2]string) {
+	r.t.Helper()
+	r.assessWith(render, states, false)
+}
+
+func (r *testRelease) assessWith(render string, states map[string][2]string, recordRules bool) {
 	r.t.Helper()
 	var entries []*acv1alpha1.InventoryEntryApplyConfiguration
 	for name, sm := range states {
 		e := deployment(name).WithState(v1alpha1.HealthState(sm[0])).WithAssessedRenderRef(render)
 		if sm[1] != "" {
 			e.WithMessage(sm[1])
+		}
+		if recordRules {
+			e.WithRulesApplied(0)
 		}
 		entries = append(entries, e)
 	}

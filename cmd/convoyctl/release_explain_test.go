@@ -18,8 +18,8 @@ import (
 )
 
 // TestReleaseStatusExplain: -o json names, for each entry that is not Healthy, the rule
-// that decides it and why, as /health re-evaluates it against the live objects; the
-// table with --explain ends with the same.
+// that decided it and why, as the observer recorded it in the inventory and /health
+// answers it; the table with --explain ends with the same.
 func TestReleaseStatusExplain(t *testing.T) {
 	env := controlPlane(t)
 	url := apiServer(t, env)
@@ -56,11 +56,17 @@ func TestReleaseStatusExplain(t *testing.T) {
 	var recorded, assessed []*acv1alpha1.InventoryEntryApplyConfiguration
 	// cm-degraded failed an hour ago, past the 5m deadline; cm-progressing a moment ago.
 	since := map[string]time.Time{"cm-degraded": time.Now().Add(-time.Hour), "cm-progressing": time.Now()}
+	// The observer's record: rule 1 of the set decided each entry that is not Healthy.
+	cause := map[string]string{"cm-degraded": "DeadlinePassed", "cm-progressing": "RuleFailed", "cm-broken": "EvaluationError"}
 	for name, state := range map[string]string{"cm-degraded": "Degraded", "cm-progressing": "Progressing", "cm-ok": "Healthy", "cm-broken": "Unknown"} {
 		recorded = append(recorded, entryKey("ConfigMap", name).WithVersion("v1").WithResource("configmaps").WithWave(0).WithRenderRef("r1"))
-		a := entryKey("ConfigMap", name).WithState(v1alpha1.HealthState(state)).WithAssessedRenderRef("r1")
+		a := entryKey("ConfigMap", name).WithState(v1alpha1.HealthState(state)).WithAssessedRenderRef("r1").WithRulesApplied(1)
 		if t, ok := since[name]; ok {
 			a.WithFirstUnhealthy(metav1.NewTime(t))
+		}
+		if c, ok := cause[name]; ok {
+			a.WithDecidedBy(acv1alpha1.EntryDecider().WithKind("HealthRuleSet").WithNamespace("default").WithName("explain-rules").
+				WithRule(1).WithCause(c))
 		}
 		assessed = append(assessed, a)
 	}
@@ -143,9 +149,11 @@ func TestReleaseStatusUnjudged(t *testing.T) {
 	must(env.Client.Status().Update(ctx, rel))
 	r := &testRelease{t: t, env: env, name: "unjudged"}
 	var recorded, assessed []*acv1alpha1.InventoryEntryApplyConfiguration
+	// The observer's record: the set's one rule judges the ConfigMap, nothing the Secret.
+	rules := map[string]int32{"ConfigMap": 1, "Secret": 0}
 	for kind, resource := range map[string]string{"ConfigMap": "configmaps", "Secret": "secrets"} {
 		recorded = append(recorded, entryKey(kind, "app").WithVersion("v1").WithResource(resource).WithWave(0).WithRenderRef("r1"))
-		assessed = append(assessed, entryKey(kind, "app").WithState(v1alpha1.StateHealthy).WithAssessedRenderRef("r1"))
+		assessed = append(assessed, entryKey(kind, "app").WithState(v1alpha1.StateHealthy).WithAssessedRenderRef("r1").WithRulesApplied(rules[kind]))
 	}
 	r.apply(cmManager, recorded)
 	r.apply(invManager, assessed)

@@ -140,13 +140,13 @@ state was assessed at when that differs. Empty fields show as -.
 
 -o json prints the HealthResult as JSON instead. Each entry has "rulesApplied": the
 number of selected rules that match its apiVersion and resource (0: no rule judges it;
-null when convoy-api cannot read or compile the rules). Each entry that is not Healthy has
-"decidedBy": the rule that decides it (rule set kind, namespace, name, rule index) and the
-cause: RuleFailed (Progressing), DeadlinePassed (a failing rule, Degraded once the deadline
-passed) or EvaluationError (Unknown); null when no rule decides it (the object is missing
-or passes now). convoy-api computes it for each request by re-evaluating the Release's
-rules against the live objects; "decidedByError" says why some entry could not be
-explained. --explain ends the table output with the same explanations.
+null before the observer recorded it). Each entry that is not Healthy has "decidedBy":
+the rule that decided it (rule set kind, namespace, name, rule index) and the cause:
+RuleFailed (Progressing), DeadlinePassed (a failing rule, Degraded once the deadline
+passed) or EvaluationError (Unknown); null when no rule decided it (the object is missing
+or unreadable). The observer records both with the entry's state, and convoy-api answers
+them from the inventory; "decidedByError" says how many entries an observer that does not
+record them left without them. --explain ends the table output with the same explanations.
 
 --watch reads the health again every --interval and prints it whenever it changes (on a
 terminal it redraws the screen) until interrupted; a failed read is reported and retried.

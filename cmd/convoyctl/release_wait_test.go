@@ -119,9 +119,9 @@ func TestReleaseWait(t *testing.T) {
 		if !strings.Contains(stdout, "Deployment.apps  default    web   Degraded (no rule)  r1      3/3 available, 1 updated") || strings.Contains(stdout, "api ") {
 			t.Errorf("stdout does not list exactly the Degraded entry:\n%s", stdout)
 		}
-		// Its Cluster does not exist: /health cannot say which rule decides, and says why.
-		if !strings.Contains(stdout, "Not explained: reading Cluster default/target") {
-			t.Errorf("stdout does not say why the Degraded entry is not explained:\n%s", stdout)
+		// No rule decides it (none is selected) and nothing is missing: no excuse either.
+		if strings.Contains(stdout, "Not explained") || strings.Contains(stdout, "rule 0 of") {
+			t.Errorf("stdout explains an entry that no rule decides:\n%s", stdout)
 		}
 		if !strings.Contains(stderr, "release default/wait-degraded is Degraded: 0/2 healthy; Deployment default/web: 3/3 available, 1 updated") {
 			t.Errorf("stderr: %s", stderr)
@@ -134,15 +134,17 @@ func TestReleaseWait(t *testing.T) {
 
 	t.Run("timeout: exit 4, naming what is still Progressing", func(t *testing.T) {
 		r := newTestRelease(t, env, "wait-slow", "r1", "web", "api")
-		r.assess("r1", map[string][2]string{"web": {"Progressing", "1/3 available"}, "api": {"Healthy", ""}})
+		// As an observer that does not record decidedBy and rulesApplied wrote it.
+		r.assessUnrecorded("r1", map[string][2]string{"web": {"Progressing", "1/3 available"}, "api": {"Healthy", ""}})
 		code, stdout, stderr := runCLI(wait("wait-slow", "--timeout", "500ms")...)
 		if code != exitTimeout {
 			t.Fatalf("exit %d, want %d; stdout:\n%s\nstderr:\n%s", code, exitTimeout, stdout, stderr)
 		}
-		if !strings.Contains(stdout, "Not Healthy yet:") || !strings.Contains(stdout, "web   Progressing (no rule)  r1      1/3 available") || strings.Contains(stdout, "api  ") {
+		if !strings.Contains(stdout, "Not Healthy yet:") || !strings.Contains(stdout, "web   Progressing  r1      1/3 available") || strings.Contains(stdout, "api  ") {
 			t.Errorf("stdout does not list exactly the Progressing entry:\n%s", stdout)
 		}
-		if !strings.Contains(stdout, "Not explained: reading Cluster default/target") {
+		// /health has no recorded decidedBy for it, and says why.
+		if !strings.Contains(stdout, "Not explained: the observer has not recorded decidedBy and rulesApplied for 2 of the 2 entries yet") {
 			t.Errorf("stdout does not say why the Progressing entry is not explained:\n%s", stdout)
 		}
 		if !strings.Contains(stderr, "timed out after 500ms waiting for release default/wait-slow to be Healthy; it is Progressing") {

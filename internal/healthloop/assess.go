@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -58,6 +59,12 @@ type itemResult struct {
 	message string
 	anchor  *time.Time // firstUnhealthy after this pass; nil = cleared
 	cut     bool       // not evaluated: the pass's budget ran out (budgetCut)
+	// decidedBy is the rule that decided a state that is not Healthy (health.Judge); nil
+	// when no rule decided. rulesApplied counts the selected rules that match the entry.
+	// The entries write records both (decidedBy, rulesApplied), so /health reads them
+	// from the inventory.
+	decidedBy    *health.Decider
+	rulesApplied int32
 }
 
 // prior is an entry's state before this pass writes (docs/design.md, "Assessment" step 5).
@@ -137,8 +144,7 @@ func (h *HealthController) assess(ctx context.Context, rel *v1alpha1.Release, pi
 }
 
 // collectRules lists the GlobalHealthRuleSets and the HealthRuleSets of rel's namespace
-// and keeps those its selectors select (docs/design.md, "Selection"); convoy-
-// api's explanations select through the same rulesets.Collect.
+// and keeps those its selectors select (docs/design.md, "Selection").
 func (h *HealthController) collectRules(ctx context.Context, rel *v1alpha1.Release) ([]extv1alpha1.GlobalHealthRuleSet, []extv1alpha1.HealthRuleSet, error) {
 	return rulesets.Collect(ctx, h.Reader, rel)
 }
@@ -208,7 +214,7 @@ func (h *HealthController) assessItemsWith(ctx context.Context, pt *passTenant, 
 // missing or unreadable object is Unknown with a message that says why, and so is one
 // that the pass could not evaluate within its budget (budgetCut).
 func (h *HealthController) assessItem(ctx context.Context, pt *passTenant, ev *health.Evaluator, reader clustercache.ObjectReader, e *v1alpha1.InventoryEntry, p prior, deadline *time.Duration, now time.Time) (itemResult, error) {
-	r := itemResult{entry: *e, key: inventory.KeyOf(e), prior: p}
+	r := itemResult{entry: *e, key: inventory.KeyOf(e), prior: p, rulesApplied: rulesApplied(ev, e)}
 	var res health.Result
 	gvr := schema.GroupVersionResource{Group: e.Group, Version: e.Version, Resource: e.Resource}
 	switch refErr := inventory.CheckReference(gvr, e.Namespace, e.Name); {
@@ -241,7 +247,7 @@ func (h *HealthController) assessItem(ctx context.Context, pt *passTenant, ev *h
 	}
 	j := health.Judge(res, p.firstUnhealthy, deadline, now)
 	state := j.State
-	r.state, r.message, r.anchor = state, res.Message, j.FirstUnhealthy
+	r.state, r.message, r.anchor, r.decidedBy = state, res.Message, j.FirstUnhealthy, j.DecidedBy
 	if state == v1alpha1.StateHealthy {
 		r.message = ""
 	}
@@ -265,6 +271,12 @@ func unownedEntries(own *inventory.Ownership, inv *v1alpha1.ReleaseInventory) in
 		}
 	}
 	return n
+}
+
+// rulesApplied is how many of ev's rules match e's apiVersion and resource (no
+// evaluation, nothing charged), bounded to an int32 for the inventory's rulesApplied.
+func rulesApplied(ev *health.Evaluator, e *v1alpha1.InventoryEntry) int32 {
+	return int32(min(ev.RulesApplied(e.APIVersion(), e.Resource), math.MaxInt32))
 }
 
 // position is where the entry stands in the order of a pass (health.CompareEntries).

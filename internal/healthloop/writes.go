@@ -17,12 +17,14 @@ import (
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
 	acv1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1/applyconfiguration/api/v1alpha1"
+	"github.com/kumodo/convoy-observer/health"
 	"github.com/kumodo/convoy-observer/internal/controller/base"
 	"github.com/kumodo/convoy-observer/internal/inventory"
 )
 
 // writeInventoryHealth applies each recorded entry's keys, state, message,
-// firstUnhealthy and assessedRenderRef under the field manager convoy-health-inventory
+// firstUnhealthy, assessedRenderRef, decidedBy (when a rule decided) and rulesApplied
+// under the field manager convoy-health-inventory
 // (docs/design.md, "The write protocol"). It sends only entries that the controller-manager records, so an
 // entry that it dropped is released and vanishes. An empty set writes nothing, unless
 // the observer still owns a dropped entry: then it applies the empty list to let go.
@@ -61,11 +63,18 @@ func (h *HealthController) writeInventoryHealth(ctx context.Context, a *assessme
 		if r.entry.RenderRef != "" {
 			e.WithAssessedRenderRef(r.entry.RenderRef)
 		}
+		// decidedBy only for a state a rule decided; left out (let go of) otherwise.
+		if d := inventory.RecordDecider(r.decidedBy); d != nil {
+			e.WithDecidedBy(d)
+		}
+		e.WithRulesApplied(r.rulesApplied)
 		list = append(list, e)
 		if !own.EntryOwnedBy(inventory.FieldManagerInventory, r.key) ||
 			r.entry.State != r.state || r.entry.Message != r.message ||
 			r.entry.AssessedRenderRef != r.entry.RenderRef ||
-			!equalTime(r.entry.FirstUnhealthy, anchor) {
+			!equalTime(r.entry.FirstUnhealthy, anchor) ||
+			!equalDecider(r.entry.DecidedBy, r.decidedBy) ||
+			r.entry.RulesApplied == nil || *r.entry.RulesApplied != r.rulesApplied {
 			unchanged = false
 		}
 	}
@@ -108,6 +117,14 @@ func inventoryApply(inv *v1alpha1.ReleaseInventory, rv, record string) *acv1alph
 		ac.WithAnnotations(map[string]string{inventory.AnnotationSyncOwed: record})
 	}
 	return ac
+}
+
+// equalDecider reports whether the recorded decidedBy is the one of this pass.
+func equalDecider(recorded *v1alpha1.EntryDecider, d *health.Decider) bool {
+	if recorded == nil || d == nil {
+		return recorded == nil && d == nil
+	}
+	return *inventory.DeciderOf(recorded) == *d
 }
 
 func equalTime(a, b *metav1.Time) bool {

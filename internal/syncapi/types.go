@@ -29,11 +29,10 @@ type HealthResult struct {
 	// Hooks are the hooks that the controller-manager records, sorted by name.
 	// +listType=atomic
 	Hooks []HealthHook `json:"hooks"`
-	// DecidedByError says why some entries that are not Healthy have no decidedBy
-	// although a rule may decide them (for example the rules do not compile, the
-	// target cannot be read, or more entries than one request explains), or why the
-	// entries have no rulesApplied (the rule sets cannot be listed or do not compile);
-	// "" when every such entry was explained or no explanation was asked for.
+	// DecidedByError says why some assessed entries have neither decidedBy nor
+	// rulesApplied: the observer that assessed them did not record these fields yet (an
+	// older version), so /health has nothing to show until its next pass writes them;
+	// "" when every assessed entry carries them.
 	// A field added to HealthResult after its first version (clients ignore fields
 	// they do not know).
 	DecidedByError string `json:"decidedByError"`
@@ -70,28 +69,28 @@ type HealthEntry struct {
 	RenderRef string `json:"renderRef"`
 	// AssessedRenderRef is the entry's renderRef at the observer's last assessment.
 	AssessedRenderRef string `json:"assessedRenderRef"`
-	// DecidedBy names the rule that decides the entry now and why, for an entry that
-	// is not Healthy: {"kind","namespace","name","rule","cause"}, the rule set's kind
-	// (GlobalHealthRuleSet or HealthRuleSet), namespace ("" for a global set) and name,
-	// the 0-based index of the rule in its spec.rules, and the cause RuleFailed
+	// DecidedBy names the rule that decided the entry's state and why, for an entry
+	// that is not Healthy: {"kind","namespace","name","rule","cause"}, the rule set's
+	// kind (GlobalHealthRuleSet or HealthRuleSet), namespace ("" for a global set) and
+	// name, the 0-based index of the rule in its spec.rules, and the cause RuleFailed
 	// (Progressing), DeadlinePassed (a failing rule, Degraded because the deadline
-	// passed) or EvaluationError (Unknown). It is computed on demand by re-evaluating
-	// the rules against the live object (Explainer), never stored; null for a Healthy
-	// or unassessed entry, one that no rule decides (its object is missing or
-	// unreadable, or it passes now), or when the server does not explain (see
+	// passed) or EvaluationError (Unknown). The observer records it in the inventory
+	// entry with the state, at the same assessment; null for a Healthy or unassessed
+	// entry, one that no rule decided (its object is missing or unreadable, or the pass
+	// could not evaluate it), or one the observer has not recorded it for yet (see
 	// DecidedByError).
 	// A field added to HealthResult after its first version (clients ignore fields
 	// they do not know).
 	// +nullable
 	DecidedBy *health.Decider `json:"decidedBy"`
-	// RulesApplied is the number of rules that the Release selects now and whose
-	// apiVersion (or apiVersion pattern) and resources (or "*") match the entry's
-	// apiVersion and resource, as health.Evaluator.RulesApplied counts them: 0 means no
-	// rule judges the object, so Healthy only says that nothing failed. It is 0 for every
-	// entry of a Release without spec.healthAssessment (nothing is selected). Computed
-	// per request from the selected rule sets (Explainer), never stored; null when the
-	// server does not compute it or cannot (the rule sets cannot be listed or do not
-	// compile: DecidedByError says why).
+	// RulesApplied is the number of rules that the Release selected at the observer's
+	// last assessment and whose apiVersion (or apiVersion pattern) and resources (or
+	// "*") match the entry's apiVersion and resource, as health.Evaluator.RulesApplied
+	// counts them: 0 means no rule judges the object, so Healthy only says that nothing
+	// failed. It is 0 for every entry of a Release without spec.healthAssessment
+	// (nothing is selected). The observer records it in the inventory entry; null for
+	// an unassessed entry or one the observer has not recorded it for yet (see
+	// DecidedByError).
 	// A field added to HealthResult after its first version (clients ignore fields
 	// they do not know).
 	// +nullable

@@ -76,8 +76,6 @@ var notExercised = map[string]string{
 	"convoy-observer: patch events.k8s.io/events":                            "the recorder patches the series of a repeated Event on a Release or Cluster (no Event repeats in the demo)",
 	"convoy-api: get convoy.kumodo.io/releases":                              "/health of a Release that convoy-api's cache has not seen yet (the demo's is cached first)",
 	"convoy-api: get convoy.kumodo.io/releaseinventories":                    "/health of a Release that convoy-api's cache has not seen yet: its inventory is read directly too",
-	"convoy-api: list extensions.convoy.kumodo.io/healthrulesets":            "decidedBy of a Release that selects HealthRuleSets of its namespace (the demo's selects only GlobalHealthRuleSets)",
-	"convoy-api: get core/secrets":                                           "decidedBy of a Release whose Cluster has a kubeconfig Secret (the demo's Cluster is the local one)",
 }
 
 // The observer's ServiceAccount and the read identity that the demo sets up for its

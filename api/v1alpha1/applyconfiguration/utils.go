@@ -24,6 +24,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &apiv1alpha1.ClusterReferenceApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("ClusterSpec"):
 		return &apiv1alpha1.ClusterSpecApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("EntryDecider"):
+		return &apiv1alpha1.EntryDeciderApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("HealthAssessment"):
 		return &apiv1alpha1.HealthAssessmentApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("HealthSummary"):

@@ -9,8 +9,6 @@ import (
 	genericoptions "k8s.io/apiserver/pkg/server/options"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-
-	"github.com/kumodo/convoy-observer/internal/kubeconfig"
 )
 
 // DefaultSecurePort is the HTTPS port of convoy-api (--secure-port).
@@ -19,6 +17,7 @@ const DefaultSecurePort = 8443
 // Options are the command-line options of convoy-api: k8s.io/apiserver's standard
 // serving, delegated authentication and delegated authorization options (as
 // metrics-server takes them), plus the kubeconfig and the client limits for Releases.
+// There is no option about target clusters: convoy-api never reads one.
 type Options struct {
 	// SecureServing: --bind-address (an IP), --secure-port, --tls-cert-file,
 	// --tls-private-key-file (reloaded when the files change), --cert-dir, ….
@@ -34,10 +33,6 @@ type Options struct {
 	// Kubeconfig is the cluster of the Releases; "" means the in-cluster config. It is
 	// also the default of --authentication-kubeconfig and --authorization-kubeconfig.
 	Kubeconfig string
-	// TargetKubeconfig says which credentials the kubeconfig Secret of a Cluster may use
-	// when /health reads its target (internal/kubeconfig; the same flags as the
-	// observer's).
-	TargetKubeconfig kubeconfig.Options
 	// QPS and Burst limit the client that reads (at start and on cache misses) and
 	// patches Releases: /sync is one PATCH each.
 	QPS   float32
@@ -66,7 +61,6 @@ func NewOptions() *Options {
 // AddFlags adds the flags of all options to fs.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig file of the cluster that holds the Releases (default: the in-cluster config); also the default of --authentication-kubeconfig and --authorization-kubeconfig")
-	o.TargetKubeconfig.BindFlags(fs) // the same flags as convoy-observer's
 	fs.Float32Var(&o.QPS, "kube-api-qps", o.QPS, "queries per second of the client that patches Releases (each /sync is one PATCH); /health reads from an informer cache")
 	fs.IntVar(&o.Burst, "kube-api-burst", o.Burst, "burst of that client")
 	o.SecureServing.AddFlags(fs)

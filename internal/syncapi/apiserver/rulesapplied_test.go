@@ -12,15 +12,18 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
 	"github.com/kumodo/convoy-observer/internal/syncapi"
 	syncapiclient "github.com/kumodo/convoy-observer/internal/syncapi/client"
 )
 
 // appliedEntry is one inventory entry of recordedRelease: its keys, version and resource,
-// and the state the observer wrote.
-type appliedEntry struct{ group, version, kind, resource, name, state string }
+// the state the observer wrote and the rulesApplied it recorded (-1: none, as an
+// observer that does not record it writes the entry).
+type appliedEntry struct {
+	group, version, kind, resource, name, state string
+	rules                                       int64
+}
 
 // recordedRelease creates in ns the Release name (selecting the HealthRuleSets labelled
 // rules=selector; "" for a Release without spec.healthAssessment) and an inventory that
@@ -44,6 +47,9 @@ func recordedRelease(t *testing.T, ns, name, selector string, entries ...applied
 				m["version"], m["resource"], m["wave"], m["renderRef"] = e.version, e.resource, int64(0), "r1"
 			} else {
 				m["state"], m["assessedRenderRef"] = e.state, "r1"
+				if e.rules >= 0 {
+					m["rulesApplied"] = e.rules
+				}
 			}
 			list = append(list, m)
 		}
@@ -55,39 +61,28 @@ func recordedRelease(t *testing.T, ns, name, selector string, entries ...applied
 	}
 }
 
-// TestHealthRulesAppliedThroughTheAggregator: every /health entry says how many of the
-// Release's selected rules match it (exact and wildcard rules, each once), so that a
+// TestHealthRulesAppliedThroughTheAggregator: every assessed /health entry says how many
+// of the Release's selected rules match it, as the observer recorded it, so that a
 // Healthy entry that nothing judged shows rulesApplied 0; a Release without
-// spec.healthAssessment has 0 everywhere; rules that do not compile leave it null and
-// decidedByError says why, even when every entry is Healthy.
+// spec.healthAssessment has 0 everywhere; entries that an observer assessed without
+// recording the count have null, and decidedByError says so, even when every entry is
+// Healthy. convoy-api lists no rule set for it (it has no grant to).
 func TestHealthRulesAppliedThroughTheAggregator(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	ns := tenant(t, "applied")
-	must(t, env.Client.Create(ctx, &extv1alpha1.HealthRuleSet{
-		ObjectMeta: metav1.ObjectMeta{Name: "workloads", Namespace: ns, Labels: map[string]string{"rules": "good"}},
-		Spec: extv1alpha1.HealthRuleSetSpec{Rules: []extv1alpha1.RuleSpec{
-			{APIVersion: "v1", Resources: []string{"configmaps"}, RuleExpression: "true"},
-			{APIVersion: "apps/*", Resources: []string{"*"}, RuleExpression: "true"},
-			{APIVersion: "*", Resources: []string{"deployments"}, RuleExpression: "true"},
-		}},
-	}))
-	must(t, env.Client.Create(ctx, &extv1alpha1.HealthRuleSet{
-		ObjectMeta: metav1.ObjectMeta{Name: "broken", Namespace: ns, Labels: map[string]string{"rules": "broken"}},
-		Spec: extv1alpha1.HealthRuleSetSpec{Rules: []extv1alpha1.RuleSpec{
-			{APIVersion: "v1", Resources: []string{"configmaps"}, RuleExpression: "object.data.("},
-		}},
-	}))
-	entries := []appliedEntry{
-		{"", "v1", "ConfigMap", "configmaps", "cfg", "Healthy"},
-		{"", "v1", "Secret", "secrets", "creds", "Healthy"},
-		{"apps", "v1", "Deployment", "deployments", "web", "Healthy"},
-		{"apps", "v1", "StatefulSet", "statefulsets", "db", "Healthy"},
-		{"example.com", "v1", "Widget", "widgets", "w", "Healthy"},
+	entries := func(rules ...int64) []appliedEntry {
+		return []appliedEntry{
+			{"", "v1", "ConfigMap", "configmaps", "cfg", "Healthy", rules[0]},
+			{"", "v1", "Secret", "secrets", "creds", "Healthy", rules[1]},
+			{"apps", "v1", "Deployment", "deployments", "web", "Healthy", rules[2]},
+			{"apps", "v1", "StatefulSet", "statefulsets", "db", "Healthy", rules[3]},
+			{"example.com", "v1", "Widget", "widgets", "w", "Healthy", rules[4]},
+		}
 	}
-	recordedRelease(t, ns, "judged", "good", entries...)
-	recordedRelease(t, ns, "unconfigured", "", entries...)
-	recordedRelease(t, ns, "broken", "broken", entries...)
+	recordedRelease(t, ns, "judged", "good", entries(1, 0, 2, 1, 0)...)
+	recordedRelease(t, ns, "unconfigured", "", entries(-1, -1, -1, -1, -1)...)
+	recordedRelease(t, ns, "older", "good", entries(-1, -1, 2, -1, -1)...)
 	cfg, err := env.AddUser("rita")
 	must(t, err)
 	bind(t, ns, rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "rita"})
@@ -100,8 +95,8 @@ func TestHealthRulesAppliedThroughTheAggregator(t *testing.T) {
 			if h, err = rita.Health(ctx, ns, name); err != nil {
 				return err
 			}
-			if len(h.Entries) != len(entries) {
-				return fmt.Errorf("%s: %d entries, want %d", name, len(h.Entries), len(entries))
+			if len(h.Entries) != 5 {
+				return fmt.Errorf("%s: %d entries, want 5", name, len(h.Entries))
 			}
 			return nil
 		})
@@ -119,7 +114,7 @@ func TestHealthRulesAppliedThroughTheAggregator(t *testing.T) {
 	}{
 		{"judged", "cfg=1 creds=0 db=1 w=0 web=2", ""},
 		{"unconfigured", "cfg=0 creds=0 db=0 w=0 web=0", ""},
-		{"broken", "cfg=null creds=null db=null w=null web=null", "do not compile"},
+		{"older", "cfg=null creds=null db=null w=null web=2", "has not recorded decidedBy and rulesApplied for 4 of the 5 entries"},
 	} {
 		got, errText := applied(tc.release)
 		var parts []string

@@ -21,7 +21,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
-	"github.com/kumodo/convoy-observer/health"
 	"github.com/kumodo/convoy-observer/internal/scheme"
 	syncapiserver "github.com/kumodo/convoy-observer/internal/syncapi/server"
 )
@@ -77,13 +76,9 @@ func New(o *Options) (*Server, error) {
 		return nil, fmt.Errorf("building the client for %s: %w", cfg.Host, err)
 	}
 	e := syncapiserver.NewEndpoints(direct)
+	// /health reads Releases and ReleaseInventories only (decidedBy and rulesApplied are
+	// recorded in the inventory): no rule set, Cluster, Secret or target object.
 	e.Reader, e.Fallback = c, direct
-	// rulesApplied of every /health entry (one list of the selected rule sets per
-	// request) and decidedBy, only for Releases with entries that are not Healthy: rule
-	// sets, the Cluster and its kubeconfig Secret read directly (no informers, so a
-	// missing grant is a decidedByError, never an unready server), the local cluster
-	// with convoy-api's own credentials.
-	e.Explainer = &syncapiserver.Explainer{Reader: direct, LocalConfig: cfg, Evaluators: health.NewEvaluatorCache(0), Kubeconfig: o.TargetKubeconfig}
 
 	generic, err := newGeneric(gc, e)
 	if err != nil {

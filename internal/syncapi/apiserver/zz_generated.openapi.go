@@ -283,13 +283,13 @@ func schema_kumodo_convoy_observer_internal_syncapi_HealthEntry(ref common.Refer
 					},
 					"decidedBy": {
 						SchemaProps: spec.SchemaProps{
-							Description: "DecidedBy names the rule that decides the entry now and why, for an entry that is not Healthy: {\"kind\",\"namespace\",\"name\",\"rule\",\"cause\"}, the rule set's kind (GlobalHealthRuleSet or HealthRuleSet), namespace (\"\" for a global set) and name, the 0-based index of the rule in its spec.rules, and the cause RuleFailed (Progressing), DeadlinePassed (a failing rule, Degraded because the deadline passed) or EvaluationError (Unknown). It is computed on demand by re-evaluating the rules against the live object (Explainer), never stored; null for a Healthy or unassessed entry, one that no rule decides (its object is missing or unreadable, or it passes now), or when the server does not explain (see DecidedByError). A field added to HealthResult after its first version (clients ignore fields they do not know).",
+							Description: "DecidedBy names the rule that decided the entry's state and why, for an entry that is not Healthy: {\"kind\",\"namespace\",\"name\",\"rule\",\"cause\"}, the rule set's kind (GlobalHealthRuleSet or HealthRuleSet), namespace (\"\" for a global set) and name, the 0-based index of the rule in its spec.rules, and the cause RuleFailed (Progressing), DeadlinePassed (a failing rule, Degraded because the deadline passed) or EvaluationError (Unknown). The observer records it in the inventory entry with the state, at the same assessment; null for a Healthy or unassessed entry, one that no rule decided (its object is missing or unreadable, or the pass could not evaluate it), or one the observer has not recorded it for yet (see DecidedByError). A field added to HealthResult after its first version (clients ignore fields they do not know).",
 							Ref:         ref("github.com/kumodo/convoy-observer/health.Decider"),
 						},
 					},
 					"rulesApplied": {
 						SchemaProps: spec.SchemaProps{
-							Description: "RulesApplied is the number of rules that the Release selects now and whose apiVersion (or apiVersion pattern) and resources (or \"*\") match the entry's apiVersion and resource, as health.Evaluator.RulesApplied counts them: 0 means no rule judges the object, so Healthy only says that nothing failed. It is 0 for every entry of a Release without spec.healthAssessment (nothing is selected). Computed per request from the selected rule sets (Explainer), never stored; null when the server does not compute it or cannot (the rule sets cannot be listed or do not compile: DecidedByError says why). A field added to HealthResult after its first version (clients ignore fields they do not know).",
+							Description: "RulesApplied is the number of rules that the Release selected at the observer's last assessment and whose apiVersion (or apiVersion pattern) and resources (or \"*\") match the entry's apiVersion and resource, as health.Evaluator.RulesApplied counts them: 0 means no rule judges the object, so Healthy only says that nothing failed. It is 0 for every entry of a Release without spec.healthAssessment (nothing is selected). The observer records it in the inventory entry; null for an unassessed entry or one the observer has not recorded it for yet (see DecidedByError). A field added to HealthResult after its first version (clients ignore fields they do not know).",
 							Type:        []string{"integer"},
 							Format:      "int32",
 						},
@@ -455,7 +455,7 @@ func schema_kumodo_convoy_observer_internal_syncapi_HealthResult(ref common.Refe
 					},
 					"decidedByError": {
 						SchemaProps: spec.SchemaProps{
-							Description: "DecidedByError says why some entries that are not Healthy have no decidedBy although a rule may decide them (for example the rules do not compile, the target cannot be read, or more entries than one request explains), or why the entries have no rulesApplied (the rule sets cannot be listed or do not compile); \"\" when every such entry was explained or no explanation was asked for. A field added to HealthResult after its first version (clients ignore fields they do not know).",
+							Description: "DecidedByError says why some assessed entries have neither decidedBy nor rulesApplied: the observer that assessed them did not record these fields yet (an older version), so /health has nothing to show until its next pass writes them; \"\" when every assessed entry carries them. A field added to HealthResult after its first version (clients ignore fields they do not know).",
 							Default:     "",
 							Type:        []string{"string"},
 							Format:      "",

@@ -18,16 +18,13 @@
 // Apply keeps an element alive while the observer's field manager still owns some of
 // its fields, and such a leftover must not appear in /health or in its summary.
 //
-// Why decidedBy and rulesApplied are computed per request (Explainer): the inventory
-// schema stays as published (api/v1alpha1), so which rule decided an entry, and how many
-// rules judge it, are not stored; re-evaluating the rules of the entries that are not
-// Healthy, with the loop's own selection (rulesets.Collect), evaluator and state
-// derivation (health.Judge), gives the same answer the loop would
-// give now, and is bounded per request (DefaultExplainMaxEntries,
-// DefaultExplainTimeout). Counting the rules that match each entry (rulesApplied, so
-// that a Healthy entry that no rule judges shows as such) needs only the selection: one
-// list of the rule sets per request, compiled once per selection, and no read of the
-// target.
+// Why decidedBy and rulesApplied come from the inventory too: the observer records them
+// on each entry with its state (the field manager convoy-health-inventory), so /health
+// shows the rule that decided the very state it shows. Computing them per request would
+// need the target's objects and the rule sets: convoy-api would hold credentials for every
+// target cluster, build clients from tenants' kubeconfigs on a GET that any viewer may
+// send, and evaluate tenants' rules with its own identity. It holds none of that: it
+// reads Releases and ReleaseInventories only.
 //
 // Use:
 //

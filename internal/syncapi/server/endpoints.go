@@ -44,11 +44,6 @@ type Endpoints struct {
 	// that has not seen it yet), and then also for its inventory, so that a Release
 	// created a moment ago is no 404.
 	Fallback client.Reader
-	// Explainer, when not nil, fills the rulesApplied of the /health entries and the
-	// decidedBy of those that are not Healthy by re-reading the selected rules (and
-	// re-evaluating them) on each request, and decidedByError when it cannot; nil leaves
-	// them null.
-	Explainer *Explainer
 
 	client client.Client
 }
@@ -86,7 +81,8 @@ func (e *Endpoints) Sync(ctx context.Context, namespace, name string) (resp *syn
 }
 
 // Health reads the Release namespace/name and its ReleaseInventory and answers their
-// syncapi.HealthResult (BuildHealthResult, then the Explainer's decidedBy and rulesApplied).
+// syncapi.HealthResult (BuildHealthResult: decidedBy and rulesApplied too come from the
+// inventory, as the observer recorded them; nothing of the target cluster is read).
 // Errors: 400 for names that cannot be valid, 404 when the Release does not exist,
 // else 500.
 func (e *Endpoints) Health(ctx context.Context, namespace, name string) (resp *syncapi.HealthResult, err error) {
@@ -115,12 +111,6 @@ func (e *Endpoints) Health(ctx context.Context, namespace, name string) (resp *s
 	out, err := BuildHealthResult(rel, inv)
 	if err != nil {
 		return nil, internalError(err.Error())
-	}
-	if e.Explainer != nil {
-		if err := e.Explainer.Explain(ctx, rel, inv, &out); err != nil {
-			out.DecidedByError = err.Error()
-			e.Log.V(1).Info("explaining health", "release", out.Release, "err", err.Error())
-		}
 	}
 	return &out, nil
 }

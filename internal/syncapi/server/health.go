@@ -8,6 +8,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
 	"github.com/kumodo/convoy-observer/health"
@@ -20,7 +21,11 @@ import (
 // has no entries, no hooks and a zero summary. Only the entries and hooks that the
 // controller-manager still records count (inventory.RecordedEntries), so an entry that
 // the controller-manager dropped vanishes even while the observer's fields keep it in
-// the object. The error is about unreadable managedFields of inv.
+// the object. An entry's decidedBy and rulesApplied are the ones the observer recorded
+// with its state; for a Release without spec.healthAssessment nothing is selected, so
+// every entry has rulesApplied 0 and no decidedBy. DecidedByError counts the assessed
+// entries that lack the recorded fields (an observer that did not record them assessed
+// them). The error is about unreadable managedFields of inv.
 func BuildHealthResult(rel *v1alpha1.Release, inv *v1alpha1.ReleaseInventory) (syncapi.HealthResult, error) {
 	if rel == nil {
 		return syncapi.HealthResult{}, errors.New("no release")
@@ -43,8 +48,18 @@ func BuildHealthResult(rel *v1alpha1.Release, inv *v1alpha1.ReleaseInventory) (s
 	}
 	resp.RenderCurrent = inventory.RenderCurrent(rel.GetLastAttemptedRenderRef(), entries)
 	resp.Summary = inventory.Summarize(entries)
+	configured := rel.Spec.HealthAssessment != nil
+	unrecorded := 0
 	for i := range entries {
-		resp.Entries = append(resp.Entries, healthEntry(&entries[i]))
+		e := healthEntry(&entries[i], configured)
+		if configured && e.State != "" && e.RulesApplied == nil {
+			unrecorded++
+		}
+		resp.Entries = append(resp.Entries, e)
+	}
+	if unrecorded > 0 {
+		resp.DecidedByError = fmt.Sprintf("the observer has not recorded decidedBy and rulesApplied for %d of the %d entries yet: "+
+			"they were assessed by an observer that does not record them, and the next pass writes them", unrecorded, len(entries))
 	}
 	for i := range hooks {
 		resp.Hooks = append(resp.Hooks, healthHook(&hooks[i]))
@@ -59,8 +74,10 @@ func entryPosition(e *syncapi.HealthEntry) health.EntryPosition {
 	return health.EntryPosition{Wave: e.Wave, Group: e.Group, Kind: e.Kind, Namespace: e.Namespace, Name: e.Name}
 }
 
-func healthEntry(e *v1alpha1.InventoryEntry) syncapi.HealthEntry {
-	return syncapi.HealthEntry{
+// healthEntry is the /health entry of e; configured says whether the Release has a
+// spec.healthAssessment (without one, no rule judges anything).
+func healthEntry(e *v1alpha1.InventoryEntry, configured bool) syncapi.HealthEntry {
+	out := syncapi.HealthEntry{
 		Group:             e.Group,
 		Version:           e.Version,
 		Kind:              e.Kind,
@@ -73,6 +90,18 @@ func healthEntry(e *v1alpha1.InventoryEntry) syncapi.HealthEntry {
 		AssessedRenderRef: e.AssessedRenderRef,
 		FirstUnhealthy:    timeOrNil(e.FirstUnhealthy),
 	}
+	switch {
+	case !configured:
+		out.RulesApplied = ptr.To(0)
+	case e.State != "":
+		if e.State != v1alpha1.StateHealthy {
+			out.DecidedBy = inventory.DeciderOf(e.DecidedBy)
+		}
+		if e.RulesApplied != nil {
+			out.RulesApplied = ptr.To(int(*e.RulesApplied))
+		}
+	}
+	return out
 }
 
 func healthHook(h *v1alpha1.HookEntry) syncapi.HealthHook {

@@ -94,10 +94,14 @@ func TestHealthFromInventory(t *testing.T) {
 		acv1alpha1.HookEntry().WithName("post").WithWorkloadKind("Pod").WithNamespace("demo").WithWorkloadName("post-1").
 			WithCreatedAt(*at(t, "2026-01-02T03:00:00Z")))
 	mustApply(t, invManager, name, []*acv1alpha1.InventoryEntryApplyConfiguration{
-		assessed("apps", "Deployment", "demo", "web", v1alpha1.StateProgressing, "r2", "1/3 available", at(t, "2026-01-02T03:04:05Z")),
-		assessed("", "Service", "demo", "web", v1alpha1.StateDegraded, "r2", "no endpoints", at(t, "2026-01-02T02:00:00Z")),
-		assessed("", "ConfigMap", "demo", "cfg", v1alpha1.StateHealthy, "r2", "", nil),
-		assessed("rbac.authorization.k8s.io", "ClusterRole", "", "reader", v1alpha1.StateHealthy, "r2", "", nil),
+		assessed("apps", "Deployment", "demo", "web", v1alpha1.StateProgressing, "r2", "1/3 available", at(t, "2026-01-02T03:04:05Z")).
+			WithRulesApplied(2).WithDecidedBy(acv1alpha1.EntryDecider().WithKind("GlobalHealthRuleSet").WithNamespace("").
+			WithName("convoy-defaults").WithRule(3).WithCause("RuleFailed")),
+		assessed("", "Service", "demo", "web", v1alpha1.StateDegraded, "r2", "no endpoints", at(t, "2026-01-02T02:00:00Z")).
+			WithRulesApplied(1).WithDecidedBy(acv1alpha1.EntryDecider().WithKind("HealthRuleSet").WithNamespace("demo").
+			WithName("services").WithRule(0).WithCause("DeadlinePassed")),
+		assessed("", "ConfigMap", "demo", "cfg", v1alpha1.StateHealthy, "r2", "", nil).WithRulesApplied(1),
+		assessed("rbac.authorization.k8s.io", "ClusterRole", "", "reader", v1alpha1.StateHealthy, "r2", "", nil).WithRulesApplied(0),
 	})
 	mustApply(t, hookManager, name, nil,
 		acv1alpha1.HookEntry().WithName("pre").WithState(v1alpha1.HookSucceeded).WithFinishedAt(*at(t, "2026-01-02T03:01:00Z")),
@@ -133,10 +137,28 @@ func TestHealthFromInventory(t *testing.T) {
 	wantDeployment := map[string]any{
 		"group": "apps", "version": "v1", "kind": "Deployment", "namespace": "demo", "name": "web", "wave": 1.0,
 		"state": "Progressing", "message": "1/3 available", "firstUnhealthy": "2026-01-02T03:04:05Z",
-		"renderRef": "r2", "assessedRenderRef": "r2", "decidedBy": nil, "rulesApplied": nil, // this server explains nothing
+		"renderRef": "r2", "assessedRenderRef": "r2", // decidedBy and rulesApplied: as the observer recorded them
+		"decidedBy":    map[string]any{"kind": "GlobalHealthRuleSet", "namespace": "", "name": "convoy-defaults", "rule": 3.0, "cause": "RuleFailed"},
+		"rulesApplied": 2.0,
 	}
 	if !reflect.DeepEqual(h.Entries[3], wantDeployment) {
 		t.Errorf("deployment entry = %v, want %v", h.Entries[3], wantDeployment)
+	}
+	wantService := map[string]any{"kind": "HealthRuleSet", "namespace": "demo", "name": "services", "rule": 0.0, "cause": "DeadlinePassed"}
+	if !reflect.DeepEqual(h.Entries[2]["decidedBy"], wantService) || h.Entries[2]["rulesApplied"] != 1.0 {
+		t.Errorf("service entry = %v, want decidedBy %v and rulesApplied 1", h.Entries[2], wantService)
+	}
+	// Healthy: no decidedBy, the recorded count (0: nothing judged it); not assessed: null.
+	for i, want := range []any{1.0, 0.0} { // the ConfigMap, the ClusterRole
+		if h.Entries[i]["decidedBy"] != nil || h.Entries[i]["rulesApplied"] != want {
+			t.Errorf("entry %d = %v, want no decidedBy and rulesApplied %v", i, h.Entries[i], want)
+		}
+	}
+	if e := h.Entries[4]; e["decidedBy"] != nil || e["rulesApplied"] != nil {
+		t.Errorf("unassessed entry = %v, want null decidedBy and rulesApplied", e)
+	}
+	if h.DecidedByError != "" {
+		t.Errorf("decidedByError = %q, want none: every assessed entry has its recorded fields", h.DecidedByError)
 	}
 	if h.Entries[0]["firstUnhealthy"] != nil || h.Entries[4]["assessedRenderRef"] != "" {
 		t.Errorf("unset fields: %v, %v", h.Entries[0], h.Entries[4])

@@ -62,6 +62,25 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: shard
       type:
         scalar: string
+- name: com.github.kumodo.convoy-observer.api.v1alpha1.EntryDecider
+  map:
+    fields:
+    - name: cause
+      type:
+        scalar: string
+    - name: kind
+      type:
+        scalar: string
+    - name: name
+      type:
+        scalar: string
+    - name: namespace
+      type:
+        scalar: string
+    - name: rule
+      type:
+        scalar: numeric
+    elementRelationship: atomic
 - name: com.github.kumodo.convoy-observer.api.v1alpha1.HealthAssessment
   map:
     fields:
@@ -132,6 +151,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: assessedRenderRef
       type:
         scalar: string
+    - name: decidedBy
+      type:
+        namedType: com.github.kumodo.convoy-observer.api.v1alpha1.EntryDecider
     - name: firstUnhealthy
       type:
         namedType: io.k8s.apimachinery.pkg.apis.meta.v1.Time
@@ -156,6 +178,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: resource
       type:
         scalar: string
+    - name: rulesApplied
+      type:
+        scalar: numeric
     - name: state
       type:
         namedType: com.github.kumodo.convoy-observer.api.v1alpha1.HealthState

@@ -41,6 +41,19 @@ type InventoryEntryApplyConfiguration struct {
 	FirstUnhealthy *v1.Time `json:"firstUnhealthy,omitempty"`
 	// assessedRenderRef is the renderRef of the entry when the observer assessed it.
 	AssessedRenderRef *string `json:"assessedRenderRef,omitempty"`
+	// decidedBy names the health rule that decided the state of an entry that is not
+	// Healthy, as of the observer's last assessment; absent for a Healthy entry and for
+	// one that no rule decided (its object is missing or unreadable, or the pass could
+	// not evaluate it). Written by the observer under the field manager
+	// convoy-health-inventory, like state and message; convoy-api's /health shows it as
+	// the entry's decidedBy.
+	DecidedBy *EntryDeciderApplyConfiguration `json:"decidedBy,omitempty"`
+	// rulesApplied is how many of the rules that the Release selected at the observer's
+	// last assessment match the entry's apiVersion and resource (whether or not the
+	// evaluation reached them): 0 means that no rule judges the object. Written by the
+	// observer under the field manager convoy-health-inventory on every entry it
+	// assesses; absent before the first assessment by an observer that records it.
+	RulesApplied *int32 `json:"rulesApplied,omitempty"`
 }
 
 // InventoryEntryApplyConfiguration constructs a declarative configuration of the InventoryEntry type for use with
@@ -142,5 +155,21 @@ func (b *InventoryEntryApplyConfiguration) WithFirstUnhealthy(value v1.Time) *In
 // If called multiple times, the AssessedRenderRef field is set to the value of the last call.
 func (b *InventoryEntryApplyConfiguration) WithAssessedRenderRef(value string) *InventoryEntryApplyConfiguration {
 	b.AssessedRenderRef = &value
+	return b
+}
+
+// WithDecidedBy sets the DecidedBy field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the DecidedBy field is set to the value of the last call.
+func (b *InventoryEntryApplyConfiguration) WithDecidedBy(value *EntryDeciderApplyConfiguration) *InventoryEntryApplyConfiguration {
+	b.DecidedBy = value
+	return b
+}
+
+// WithRulesApplied sets the RulesApplied field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the RulesApplied field is set to the value of the last call.
+func (b *InventoryEntryApplyConfiguration) WithRulesApplied(value int32) *InventoryEntryApplyConfiguration {
+	b.RulesApplied = &value
 	return b
 }
