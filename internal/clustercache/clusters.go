@@ -17,7 +17,7 @@ import (
 	"github.com/kumodo/convoy-observer/internal/kubeconfig"
 )
 
-// Cache is the ClusterCache of the observer and of convoy-api. It builds clients once
+// Cache is the ClusterCache of the observer. It builds clients once
 // per Cluster and rebuilds them when the Cluster's kubeconfig Secret changes; with
 // Options.Watch each cluster's reader is a cache of the objects that Releases record,
 // fed by informers (see Track). It holds no lock across a network call.

@@ -11,8 +11,8 @@
 //	cc := clustercache.New(clustercache.Options{Local: cfg, SecretReader: live, Secrets: cs, Watch: true})
 //	if err := mgr.Add(cc); err != nil { ... }
 //
-// convoy-api builds one without Watch (a GET per read) and never starts it, so it links
-// neither controller-runtime's manager nor its controller.
+// Without Watch every read is a GET. convoy-api never builds one: it holds no target
+// credentials (its /health is built from the ReleaseInventory alone).
 //
 // # Usage
 //
