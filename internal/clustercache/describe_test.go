@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"os"
 	"strings"
@@ -21,6 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
+
+	"github.com/kumodo/convoy-observer/internal/testenv"
 )
 
 // leak is what a server that a tenant's kubeconfig points at puts into its answers: no
@@ -89,32 +90,7 @@ func TestDescribeErrorShowsNoServerText(t *testing.T) {
 // cache's own reader.
 func TestDescribeErrorOfRealAnswers(t *testing.T) {
 	t.Parallel()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		name := r.URL.Path[strings.LastIndex(r.URL.Path, "/")+1:]
-		switch name {
-		case "version":
-			_, _ = w.Write([]byte(`{"major":"1","minor":"37"}`))
-		case "body500":
-			w.Header().Set("Content-Type", "text/html")
-			w.WriteHeader(http.StatusInternalServerError)
-			_, _ = w.Write([]byte("<html>" + leak + "</html>"))
-		case "status403":
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusForbidden)
-			_, _ = fmt.Fprintf(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","code":403,"reason":"Forbidden","message":%q}`, leak)
-		case "body503":
-			w.WriteHeader(http.StatusServiceUnavailable)
-			_, _ = w.Write([]byte(leak))
-		case "reason418":
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusTeapot)
-			_, _ = fmt.Fprintf(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","code":418,"reason":%q,"message":%q}`, leak, leak)
-		case "garbage200":
-			w.Header().Set("Content-Type", "application/json")
-			_, _ = fmt.Fprintf(w, `{%q:1}`, leak)
-		}
-	}))
-	t.Cleanup(srv.Close)
+	srv := testenv.NotKubernetes(t, leak)
 	reader, err := New(Options{Local: &rest.Config{Host: srv.URL}, HoldDown: time.Millisecond}).GetReader(context.Background(), localCluster("fake"))
 	if err != nil {
 		t.Fatal(err)
@@ -130,22 +106,7 @@ func TestDescribeErrorOfRealAnswers(t *testing.T) {
 	}
 
 	// A server that is not HTTP at all: its banner is in client-go's error.
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			_, _ = c.Write([]byte("SSH-2.0-" + leak + "\r\n"))
-			_ = c.Close()
-		}
-	}()
-	banner, err := New(Options{Local: &rest.Config{Host: "http://" + l.Addr().String()}}).GetReader(context.Background(), localCluster("banner"))
+	banner, err := New(Options{Local: &rest.Config{Host: testenv.NotHTTP(t, leak)}}).GetReader(context.Background(), localCluster("banner"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,6 +28,7 @@ import (
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
 	"github.com/kumodo/convoy-observer/internal/clustercache"
 	"github.com/kumodo/convoy-observer/internal/controller/base"
+	"github.com/kumodo/convoy-observer/internal/kubeconfig"
 	"github.com/kumodo/convoy-observer/internal/syncapi/apiserver"
 	syncapiclient "github.com/kumodo/convoy-observer/internal/syncapi/client"
 	syncapiserver "github.com/kumodo/convoy-observer/internal/syncapi/server"
@@ -117,7 +118,10 @@ func newFixture(t *testing.T) *fixture {
 
 // newController returns a fresh loop instance (no in-memory state) on f's clock.
 func (f *fixture) newController() *HealthController {
-	clusters := clustercache.New(clustercache.Options{Local: env.Config, SecretReader: env.Client})
+	// Plain http:// is allowed: the servers of reflect_test.go that are no Kubernetes API
+	// server are http (the refusal itself is internal/kubeconfig's test).
+	clusters := clustercache.New(clustercache.Options{Local: env.Config, SecretReader: env.Client,
+		Kubeconfig: kubeconfig.Options{AllowInsecureHTTP: true}})
 	h := NewHealthController(env.Client, env.Client, clusters, base.NewShardGate(nil),
 		&syncapiclient.Client{BaseURL: f.api.URL})
 	h.Clock = f.clock

@@ -48,7 +48,9 @@ func TestMain(m *testing.M) {
 		if agg, err = testenv.NewAggregation(dir); err != nil {
 			return fail(err)
 		}
-		if env, err = testenv.StartWith(testenv.Options{Aggregation: agg}); err != nil {
+		// No read grant: it would let every ServiceAccount get any subresource, /health
+		// included, and the suite checks what config/rbac alone allows.
+		if env, err = testenv.StartWith(testenv.Options{Aggregation: agg, NoReadGrant: true}); err != nil {
 			return fail(err)
 		}
 		defer env.Stop()
