@@ -214,7 +214,7 @@ func (o *evalOptions) run(ctx context.Context, env *cliEnv) error {
 	return nil
 }
 
-// evaluate assesses one object as the health loop's assessItem does: the rules match the
+// evaluate assesses one object as the health loop's observeItem and judgeEntry do: the rules match the
 // object's apiVersion and its resource. It returns ctx's error, and no line, once ctx is
 // done.
 func evaluate(ctx context.Context, ev *health.Evaluator, obj *unstructured.Unstructured, m resourceMapping, anchor *time.Time, deadline *time.Duration, now time.Time) (evalLine, error) {

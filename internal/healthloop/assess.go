@@ -16,12 +16,11 @@ import (
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
 	"github.com/kumodo/convoy-observer/health"
 	"github.com/kumodo/convoy-observer/internal/clustercache"
-	"github.com/kumodo/convoy-observer/internal/controller/base"
 	"github.com/kumodo/convoy-observer/internal/inventory"
 	"github.com/kumodo/convoy-observer/internal/rulesets"
 )
 
-// assessment is the outcome of assess for one Release.
+// assessment is the judged observation of one Release's entries (judge).
 type assessment struct {
 	// entries are the recorded inventory entries with this pass's results, sorted by
 	// wave then key.
@@ -65,6 +64,9 @@ type itemResult struct {
 	// from the inventory.
 	decidedBy    *health.Decider
 	rulesApplied int32
+	// ruleSet and rule name the rule of the engine's result, for the log (rule -1: none).
+	ruleSet string
+	rule    int
 }
 
 // prior is an entry's state before this pass writes (docs/design.md, "Assessment" step 5).
@@ -74,12 +76,45 @@ type prior struct {
 	assessedRenderRef string
 }
 
-// assess evaluates the rules against every recorded entry of rel's inventory
-// (docs/design.md, "Assessment"); it writes nothing: the pass applies the result
-// with writeInventoryHealth (step 8) after every computation is done. An error
-// means the whole Release could not be assessed: a rule set that does not compile, a
-// selector that does not parse, a missing or unreachable Cluster.
-func (h *HealthController) assess(ctx context.Context, rel *v1alpha1.Release, pi passInventory, cluster *v1alpha1.Cluster, clusterErr error) (*assessment, error) {
+// observation is what a pass read of one Release's entries: the inventory, which entries
+// the controller-manager records, and for each the engine's result on its object (a read
+// that failed is a result too). Nothing in it is judged yet: decide judges it.
+type observation struct {
+	inv *v1alpha1.ReleaseInventory
+	own *inventory.Ownership
+	// stale, unowned and unjudged: as in assessment.
+	stale    bool
+	unowned  int
+	unjudged int
+	// entries, sorted by wave then key.
+	entries []entryObservation
+}
+
+// entryObservation is what a pass read and evaluated of one inventory entry.
+type entryObservation struct {
+	entry        v1alpha1.InventoryEntry // as recorded (with the prior observer fields)
+	key          inventory.Key
+	prior        prior
+	rulesApplied int32
+	// res is the engine's result on the object, or the read's failure as an Error
+	// result; unset when cut.
+	res health.Result
+	// cut: not evaluated, the pass's budget ran out.
+	cut bool
+}
+
+// position is where the entry stands in the order of a pass (health.CompareEntries).
+func (o *entryObservation) position() health.EntryPosition {
+	return health.EntryPosition{Wave: o.entry.GetWave(), Group: o.key.Group, Kind: o.key.Kind, Namespace: o.key.Namespace, Name: o.key.Name}
+}
+
+// observeEntries reads and evaluates every recorded entry of rel's inventory
+// (docs/design.md, "Assessment", steps 1 to 6); it judges nothing and writes nothing:
+// decide judges the observation, and the pass applies the result with
+// writeInventoryHealth after every computation is done. An error means the whole
+// Release could not be assessed: a rule set that does not compile, a selector that does
+// not parse, a missing or unreachable Cluster.
+func (h *HealthController) observeEntries(ctx context.Context, rel *v1alpha1.Release, pi passInventory, cluster *v1alpha1.Cluster, clusterErr error) (*observation, error) {
 	// 1. Rules.
 	global, local, err := h.collectRules(ctx, rel)
 	if err != nil {
@@ -96,23 +131,23 @@ func (h *HealthController) assess(ctx context.Context, rel *v1alpha1.Release, pi
 		return nil, err // a *health.CompileError: assessFailed names its kind
 	}
 	// 3. The inventory (read once for the whole pass).
-	a := &assessment{}
+	o := &observation{}
 	if pi.err != nil {
 		return nil, pi.err
 	}
 	if pi.inv == nil {
-		return a, nil
+		return o, nil
 	}
-	a.inv, a.own = pi.inv, pi.own
+	o.inv, o.own = pi.inv, pi.own
 	entries, stale := pi.own.RecordedEntries(pi.inv, inventory.FieldManagerInventory)
-	a.stale = stale
+	o.stale = stale
 	if len(entries) == 0 {
-		a.unowned = unownedEntries(pi.own, pi.inv)
-		return a, nil
+		o.unowned = unownedEntries(pi.own, pi.inv)
+		return o, nil
 	}
 	for i := range entries {
 		if evaluator.RulesApplied(entries[i].APIVersion(), entries[i].Resource) == 0 {
-			a.unjudged++
+			o.unjudged++
 		}
 	}
 	// 4. The target cluster.
@@ -126,21 +161,10 @@ func (h *HealthController) assess(ctx context.Context, rel *v1alpha1.Release, pi
 	// 5. Prior states and anchors, before this pass writes.
 	priors := priorAndAnchors(entries)
 	// 6. Each entry.
-	results, err := h.assessItems(ctx, rel, evaluator, reader, entries, priors)
-	if err != nil {
+	if o.entries, err = h.observeItems(ctx, h.newPassTenant(rel.Namespace), evaluator, reader, entries, priors); err != nil {
 		return nil, err
 	}
-	a.entries = results
-	a.budgetCut, a.budgetCutBefore = h.countCut(rel.Namespace, base.KeyOf(rel), results)
-	// 7. Render advanced.
-	for i := range results {
-		if results[i].entry.RenderRef != results[i].prior.assessedRenderRef {
-			a.renderAdvanced = true
-		}
-	}
-	a.waveCompleted = frontierWaveCompleted(results)
-	// 8. The pass writes the result (writeInventoryHealth).
-	return a, nil
+	return o, nil
 }
 
 // collectRules lists the GlobalHealthRuleSets and the HealthRuleSets of rel's namespace
@@ -164,25 +188,15 @@ func priorAndAnchors(entries []v1alpha1.InventoryEntry) map[inventory.Key]prior 
 	return out
 }
 
-// assessItems runs assessItem for every entry, at most ReadConcurrency at a time. It
-// fails only when the target cluster stops answering.
-func (h *HealthController) assessItems(ctx context.Context, rel *v1alpha1.Release, ev *health.Evaluator, reader clustercache.ObjectReader, entries []v1alpha1.InventoryEntry, priors map[inventory.Key]prior) ([]itemResult, error) {
-	deadline, hasDeadline := rel.GetDeadline()
-	var dl *time.Duration
-	if hasDeadline {
-		dl = &deadline
-	}
-	return h.assessItemsWith(ctx, h.newPassTenant(rel.Namespace), ev, reader, entries, priors, dl, h.Clock.Now())
-}
-
-// assessItemsWith is assessItems with the pass's tenant (its evaluations' namespace,
-// budget and place in the fair evaluation; nil: a pass of the namespace ""), the
-// deadline and the time given.
-func (h *HealthController) assessItemsWith(ctx context.Context, pt *passTenant, ev *health.Evaluator, reader clustercache.ObjectReader, entries []v1alpha1.InventoryEntry, priors map[inventory.Key]prior, dl *time.Duration, now time.Time) ([]itemResult, error) {
+// observeItems runs observeItem for every entry, at most ReadConcurrency at a time,
+// with the pass's tenant (its evaluations' namespace, budget and place in the fair
+// evaluation; nil: a pass of the namespace ""), and sorts the observations by wave then
+// key. It fails only when the target cluster stops answering or ctx ends.
+func (h *HealthController) observeItems(ctx context.Context, pt *passTenant, ev *health.Evaluator, reader clustercache.ObjectReader, entries []v1alpha1.InventoryEntry, priors map[inventory.Key]prior) ([]entryObservation, error) {
 	if pt == nil {
 		pt = h.newPassTenant("")
 	}
-	results := make([]itemResult, len(entries))
+	results := make([]entryObservation, len(entries))
 	g, gctx := errgroup.WithContext(ctx)
 	limit := h.ReadConcurrency
 	if limit < 1 {
@@ -192,7 +206,7 @@ func (h *HealthController) assessItemsWith(ctx context.Context, pt *passTenant, 
 	for i := range entries {
 		g.Go(func() error {
 			k := inventory.KeyOf(&entries[i])
-			r, err := h.assessItem(gctx, pt, ev, reader, &entries[i], priors[k], dl, now)
+			r, err := h.observeItem(gctx, pt, ev, reader, &entries[i], priors[k])
 			if err != nil {
 				return err
 			}
@@ -203,58 +217,53 @@ func (h *HealthController) assessItemsWith(ctx context.Context, pt *passTenant, 
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
-	slices.SortStableFunc(results, func(a, b itemResult) int {
+	slices.SortStableFunc(results, func(a, b entryObservation) int {
 		return health.CompareEntries(a.position(), b.position())
 	})
 	return results, nil
 }
 
-// assessItem gives one state for one inventory entry (docs/design.md, "Per-entry
-// evaluation"). It returns an error only when the cluster does not answer or ctx ends; a
-// missing or unreadable object is Unknown with a message that says why, and so is one
-// that the pass could not evaluate within its budget (budgetCut).
-func (h *HealthController) assessItem(ctx context.Context, pt *passTenant, ev *health.Evaluator, reader clustercache.ObjectReader, e *v1alpha1.InventoryEntry, p prior, deadline *time.Duration, now time.Time) (itemResult, error) {
-	r := itemResult{entry: *e, key: inventory.KeyOf(e), prior: p, rulesApplied: rulesApplied(ev, e)}
-	var res health.Result
+// observeItem reads one inventory entry's object and evaluates the rules on it
+// (docs/design.md, "Per-entry evaluation"). It returns an error only when the cluster
+// does not answer or ctx ends; a reference that is refused, a missing or unreadable
+// object is an Error result whose message says why (the target's answer only as its
+// code and reason, clustercache.DescribeError), and an entry that the pass could not
+// evaluate within its budget is cut.
+func (h *HealthController) observeItem(ctx context.Context, pt *passTenant, ev *health.Evaluator, reader clustercache.ObjectReader, e *v1alpha1.InventoryEntry, p prior) (entryObservation, error) {
+	o := entryObservation{entry: *e, key: inventory.KeyOf(e), prior: p, rulesApplied: rulesApplied(ev, e)}
+	failed := func(msg string) entryObservation {
+		o.res = health.Result{Outcome: health.Error, Message: health.TruncateMessage(msg), RuleIndex: -1}
+		return o
+	}
 	gvr := schema.GroupVersionResource{Group: e.Group, Version: e.Version, Resource: e.Resource}
-	switch refErr := inventory.CheckReference(gvr, e.Namespace, e.Name); {
-	case refErr != nil:
-		res = health.Result{Outcome: health.Error, Message: health.TruncateMessage("cannot read object: " + refErr.Error()), RuleIndex: -1}
-	default:
-		obj, err := reader.Get(ctx, gvr, e.Namespace, e.Name)
-		switch {
-		case err == nil:
-			var evalErr error
-			if res, evalErr = h.evaluate(ctx, pt, ev, e.APIVersion(), e.Resource, obj.Object); evalErr != nil {
-				if errors.Is(evalErr, health.ErrBudgetExhausted) {
-					return h.budgetCut(r), nil
-				}
-				return r, evalErr // ctx ended: the pass writes nothing
-			}
-		case isUnservedResource(err):
-			res = health.Result{Outcome: health.Error, RuleIndex: -1, Message: health.TruncateMessage(fmt.Sprintf(
-				"cannot read object: the target does not serve %s (version %q, resource %q)", gvr.GroupResource(), gvr.Version, gvr.Resource))}
-		case apierrors.IsNotFound(err):
-			res = health.Result{Outcome: health.Error, Message: "object not found", RuleIndex: -1}
-		case errors.Is(err, clustercache.ErrClusterNotConnected):
-			return r, err
-		default:
-			// The target's answer reaches the message only as its code and reason, or a
-			// fixed class of failure (clustercache.DescribeError); the log keeps it all.
-			h.logFrom(ctx).V(1).Info("cannot read object", "object", r.key.String(), "error", err.Error())
-			res = health.Result{Outcome: health.Error, Message: health.TruncateMessage("cannot read object: " + clustercache.DescribeError(err)), RuleIndex: -1}
+	if refErr := inventory.CheckReference(gvr, e.Namespace, e.Name); refErr != nil {
+		return failed("cannot read object: " + refErr.Error()), nil
+	}
+	obj, err := reader.Get(ctx, gvr, e.Namespace, e.Name)
+	switch {
+	case err == nil:
+		res, evalErr := h.evaluate(ctx, pt, ev, e.APIVersion(), e.Resource, obj.Object)
+		if errors.Is(evalErr, health.ErrBudgetExhausted) {
+			o.cut = true
+			return o, nil
 		}
+		if evalErr != nil {
+			return o, evalErr // ctx ended: the pass writes nothing
+		}
+		o.res = res
+		return o, nil
+	case isUnservedResource(err):
+		return failed(fmt.Sprintf("cannot read object: the target does not serve %s (version %q, resource %q)", gvr.GroupResource(), gvr.Version, gvr.Resource)), nil
+	case apierrors.IsNotFound(err):
+		return failed("object not found"), nil
+	case errors.Is(err, clustercache.ErrClusterNotConnected):
+		return o, err
+	default:
+		// The target's answer reaches the message only as its code and reason, or a
+		// fixed class of failure (clustercache.DescribeError); the log keeps it all.
+		h.logFrom(ctx).V(1).Info("cannot read object", "object", o.key.String(), "error", err.Error())
+		return failed("cannot read object: " + clustercache.DescribeError(err)), nil
 	}
-	j := health.Judge(res, p.firstUnhealthy, deadline, now)
-	state := j.State
-	r.state, r.message, r.anchor, r.decidedBy = state, res.Message, j.FirstUnhealthy, j.DecidedBy
-	if state == v1alpha1.StateHealthy {
-		r.message = ""
-	}
-	if state != v1alpha1.StateHealthy && state != v1alpha1.StateUnknown {
-		h.logFrom(ctx).V(1).Info("object not healthy", "object", r.key.String(), "state", state, "message", r.message, "ruleSet", res.RuleSet, "rule", res.RuleIndex)
-	}
-	return r, nil
 }
 
 // unownedEntries counts the entries of inv that no field manager owns: neither a
@@ -279,11 +288,6 @@ func rulesApplied(ev *health.Evaluator, e *v1alpha1.InventoryEntry) int32 {
 	return int32(min(ev.RulesApplied(e.APIVersion(), e.Resource), math.MaxInt32))
 }
 
-// position is where the entry stands in the order of a pass (health.CompareEntries).
-func (r *itemResult) position() health.EntryPosition {
-	return health.EntryPosition{Wave: r.entry.GetWave(), Group: r.key.Group, Kind: r.key.Kind, Namespace: r.key.Namespace, Name: r.key.Name}
-}
-
 // isUnservedResource tells a 404 for an unknown resource type (the API server names no
 // object) from a 404 for a missing object.
 func isUnservedResource(err error) bool {
@@ -293,29 +297,4 @@ func isUnservedResource(err error) bool {
 	}
 	d := status.Status().Details
 	return d == nil || d.Name == ""
-}
-
-// frontierWaveCompleted reports whether every entry of the highest wave is Healthy now
-// and one or more of them was not Healthy before this pass (docs/design.md, "Wake the controller").
-func frontierWaveCompleted(results []itemResult) bool {
-	if len(results) == 0 {
-		return false
-	}
-	frontier := results[0].entry.GetWave()
-	for i := range results {
-		frontier = max(frontier, results[i].entry.GetWave())
-	}
-	changed := false
-	for i := range results {
-		if results[i].entry.GetWave() != frontier {
-			continue
-		}
-		if results[i].state != v1alpha1.StateHealthy {
-			return false
-		}
-		if results[i].prior.state != v1alpha1.StateHealthy {
-			changed = true
-		}
-	}
-	return changed
 }

@@ -11,6 +11,7 @@ import (
 	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
 	"github.com/kumodo/convoy-observer/health"
+	"github.com/kumodo/convoy-observer/internal/inventory"
 )
 
 // costlyReadyRule passes a ConfigMap whose data.ready is "true", after a comprehension
@@ -116,4 +117,43 @@ func TestPassBudget(t *testing.T) {
 		}
 	}
 	f.expectCondition(metav1.ConditionTrue, v1alpha1.ReasonHealthy)
+}
+
+// TestBudgetEventSurvivesAFailedWrite: a pass cut by the budget whose entries write
+// fails remembers nothing of the cut, so its retry, cut again, still records the
+// EvaluationBudgetExceeded Event of that edge.
+func TestBudgetEventSurvivesAFailedWrite(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.withEvents()
+	f.configMapRules("costly", costlyReadyRule)
+	f.release(localRules(0), 0)
+	var entries []cmEntry
+	for _, n := range []string{"c0", "c1", "c2"} {
+		f.configMap(n, "true")
+		entries = append(entries, cm(n, 0, "r1"))
+	}
+	f.inventory(entries...)
+	f.h.ReadConcurrency, f.h.Fair.Slots = 1, 1
+	f.h.Fair.PassBudget = 1 // less than one entry: every entry is cut
+	w := newFaultyWriter(map[string]int{inventory.FieldManagerInventory: 1})
+	f.h.Writer = w
+	if _, err := f.h.syncHandler(f.ctx, f.key); err == nil {
+		t.Fatal("the pass whose entries write was made to fail returned no error")
+	}
+	if n := len(f.events("Release", f.rel)); n != 0 {
+		t.Fatalf("the failed pass recorded %d Events", n)
+	}
+	f.pass() // the retry
+	if e := f.entry("c2"); e.State != v1alpha1.StateUnknown || !strings.HasPrefix(e.Message, "not evaluated") {
+		t.Fatalf("the retried pass did not cut entry c2: %s %q", e.State, e.Message)
+	}
+	eventually(t, "the EvaluationBudgetExceeded Event of the retried pass", func() bool {
+		for _, e := range f.events("Release", f.rel) {
+			if strings.HasPrefix(e, EventEvaluationBudgetExceeded+": ") {
+				return true
+			}
+		}
+		return false
+	})
 }

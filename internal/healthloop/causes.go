@@ -67,7 +67,7 @@ func failureMessage(err error) string {
 	return assessFailedPrefix + text
 }
 
-// assessFailed is the status when assess returned err: Unknown, with the previous
+// assessFailed is the status when observeEntries returned err: Unknown, with the previous
 // healthSummary kept, and err as the cause of its Event.
 func assessFailed(rel *v1alpha1.Release, err error) healthStatus {
 	return healthStatus{status: metav1.ConditionUnknown, reason: v1alpha1.ReasonUnknown,

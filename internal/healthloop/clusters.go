@@ -15,18 +15,17 @@ import (
 )
 
 // getCluster reads the target Cluster of rel from the cache; a nil Cluster comes with
-// the error that says why.
-func (h *HealthController) getCluster(ctx context.Context, rel *v1alpha1.Release) (*v1alpha1.Cluster, error) {
+// the error that says why; missing is true when the Cluster is gone (NotFound).
+func (h *HealthController) getCluster(ctx context.Context, rel *v1alpha1.Release) (_ *v1alpha1.Cluster, missing bool, _ error) {
 	cluster := &v1alpha1.Cluster{}
 	err := h.Reader.Get(ctx, client.ObjectKey{Namespace: rel.Namespace, Name: rel.Spec.ClusterRef.Name}, cluster)
 	if apierrors.IsNotFound(err) {
-		h.Clusters.Forget(rel.Namespace, rel.Spec.ClusterRef.Name) // release a deleted Cluster's clients
-		return nil, fmt.Errorf("%w: Cluster %s/%s not found", clustercache.ErrClusterNotConnected, rel.Namespace, rel.Spec.ClusterRef.Name)
+		return nil, true, fmt.Errorf("%w: Cluster %s/%s not found", clustercache.ErrClusterNotConnected, rel.Namespace, rel.Spec.ClusterRef.Name)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("reading Cluster %s/%s: %w", rel.Namespace, rel.Spec.ClusterRef.Name, err)
+		return nil, false, fmt.Errorf("reading Cluster %s/%s: %w", rel.Namespace, rel.Spec.ClusterRef.Name, err)
 	}
-	return cluster, nil
+	return cluster, false, nil
 }
 
 // shardOf returns the shard of rel's Cluster. A Cluster that is gone keeps the shard

@@ -13,8 +13,9 @@ import (
 
 // passResult is what one pass computed before it writes anything (docs/design.md, "The
 // write protocol"): the hooks' new status, the assessment of the entries, the Healthy
-// condition and the edges that owe the controller-manager a sync request. commit writes
-// it; nothing in it has been written yet.
+// condition, the edges that owe the controller-manager a sync request and the targets
+// still pending. decide makes it, commit writes it, recordPass records the rest; nothing
+// in it has been written yet.
 type passResult struct {
 	hooks hookOutcome
 	// a is the assessment; nil when there is none (deletion, no healthAssessment, a
@@ -24,6 +25,10 @@ type passResult struct {
 	hs *healthStatus
 	// edges are the edges of this pass.
 	edges edges
+	// pending are the re-check targets still pending (scheduleHealthRecheck).
+	pending []string
+	// assessErr is why the Release could not be assessed (hs says it); nil otherwise.
+	assessErr error
 }
 
 // commit is the write half of a pass: it writes res with a committer, one write after

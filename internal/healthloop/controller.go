@@ -167,15 +167,17 @@ func (h *HealthController) rateLimiter(rl workqueue.TypedRateLimiter[reconcile.R
 }
 
 // syncHandler does one pass for the Release key namespace/name (docs/design.md,
-// "One pass"). It computes first and writes last: it polls the hooks and assesses the
-// entries without writing, then applies the hooks, the entries and the Healthy
-// condition in that order, each write carrying the resourceVersion that the previous
-// one produced, and only then sends the sync request. Reads of target objects are
-// judged (they land in the condition and the inventory); every failed write of the
-// observer's own fields and a failed sync request are returned, so the queue retries
-// the key with its rate limit. A write that lost a precondition race, and a pass cut off
-// by shutdown, are base.Quiet: retried without an error-level line. A cancelled pass
-// writes nothing.
+// "One pass"). It reads, decides, then acts: it reads the Release, its Cluster and
+// inventory, polls the hooks and reads and evaluates the entries, all without writing;
+// decide computes the pass's result from what it read; then the hooks, the entries and
+// the Healthy condition are applied in that order, each write carrying the
+// resourceVersion that the previous one produced, the sync request is sent, and only
+// then does the pass record its memory, metrics and Events (recordPass), so a pass whose
+// writes fail leaves nothing behind but the retry. Reads of target objects are judged
+// (they land in the condition and the inventory); every failed write of the observer's
+// own fields and a failed sync request are returned, so the queue retries the key with
+// its rate limit. A write that lost a precondition race, and a pass cut off by shutdown,
+// are base.Quiet: retried without an error-level line. A cancelled pass writes nothing.
 func (h *HealthController) syncHandler(ctx context.Context, key string) (_ base.Result, err error) {
 	log := h.Log.WithValues("release", key)
 	ctx = logr.NewContext(ctx, log)
@@ -204,7 +206,11 @@ func (h *HealthController) syncHandler(ctx context.Context, key string) (_ base.
 	rel = rel.DeepCopy()
 
 	// 2. Shard gate.
-	cluster, clusterErr := h.getCluster(ctx, rel)
+	cluster, missing, clusterErr := h.getCluster(ctx, rel)
+	if missing {
+		// The clients of a Cluster that is gone are released when the pass ends.
+		defer h.Clusters.Forget(rel.Namespace, rel.Spec.ClusterRef.Name)
+	}
 	shard := h.shardOf(rel, cluster)
 	if !h.Shards.Owns(shard) {
 		log.V(1).Info("skipping: the Cluster's shard belongs to another replica", "cluster", rel.Spec.ClusterRef.Name, "shard", shard)
@@ -213,69 +219,76 @@ func (h *HealthController) syncHandler(ctx context.Context, key string) (_ base.
 		return base.Result{}, nil
 	}
 
-	// The inventory, read once for the hooks and the assessment of this pass.
+	// The inventory, read once for the hooks and the assessment of this pass; what the
+	// pass reads from the target is tracked (watched) before it reads it.
 	inv, err := h.readInventory(ctx, rel)
 	if err != nil {
 		return base.Result{}, err
 	}
 	h.trackTargets(key, rel, cluster, inv)
 
-	// 3. Deletion: only hooks.
-	if rel.DeletionTimestamp != nil {
-		hooks := h.pollHooks(ctx, rel, inv, cluster, clusterErr)
-		res := passResult{hooks: hooks, edges: edges{hooksFinished: hooks.finished}}
-		if err := h.commit(ctx, rel, inv, res); err != nil {
-			return base.Result{}, err
-		}
-		return h.scheduleHealthRecheck(key, rel, hooks.pendingTargets()), nil
-	}
-
 	// The API server refused this very inventory as too large: said once, not read again
 	// (toolarge.go).
-	if h.stillRefused(key, rel, inv) {
+	if rel.DeletionTimestamp == nil && h.stillRefused(key, rel, inv) {
 		log.V(1).Info("skipping: the API server refused this inventory as too large; assessed again when it changes")
 		return h.scheduleHealthRecheck(key, rel, nil), nil
 	}
 
-	// 4. Hooks.
-	hooks := h.pollHooks(ctx, rel, inv, cluster, clusterErr)
-
-	// 5. Health.
-	var a *assessment
-	var hs healthStatus
-	var pending []string
-	var e edges
-	if rel.Spec.HealthAssessment == nil {
-		hs = notConfigured(rel)
-		forgetUnjudged(rel.Namespace, rel.Name)
-	} else {
-		var err error
-		if a, err = h.assess(ctx, rel, inv, cluster, clusterErr); err != nil {
-			if ctx.Err() == nil {
-				log.Info("assessment failed", "reason", err.Error())
-				assessmentFailures.WithLabelValues(rel.Namespace, rel.Name).Inc()
-			}
-			hs = assessFailed(rel, err)
-			pending = append(pending, targetAssessment)
-		} else {
-			hs = a.healthStatus(rel)
-			recordUnjudged(rel.Namespace, rel.Name, a.unjudged)
-			pending = append(pending, a.pendingTargets(hs)...)
-			e = edges{waveCompleted: a.waveCompleted, renderAdvanced: a.renderAdvanced}
-		}
+	// 3. Hooks (a deletion pass does nothing else), 4. health: read and evaluated.
+	in := passInput{rel: rel, hooks: h.pollHooks(ctx, rel, inv, cluster, clusterErr),
+		budgetCutBefore: h.recall(key).budgetCut, budget: h.Fair.PassBudget, now: h.Clock.Now()}
+	if rel.DeletionTimestamp == nil && rel.Spec.HealthAssessment != nil {
+		in.observed, in.assessErr = h.observeEntries(ctx, rel, inv, cluster, clusterErr)
 	}
-	e.hooksFinished = hooks.finished
-	pending = append(pending, hooks.pendingTargets()...)
 
-	// Writes, then 6. wake the controller.
-	if err := h.commit(ctx, rel, inv, passResult{hooks: hooks, a: a, hs: &hs, edges: e}); err != nil {
+	// 5. Decide.
+	res := decide(in)
+
+	// 6. Write, then wake the controller; then record the pass.
+	if err := h.commit(ctx, rel, inv, res); err != nil {
 		return base.Result{}, err
 	}
-	h.recordBudgetEvent(rel, a)
-	if h.recall(key).refused != nil {
+	h.recordPass(ctx, rel, res)
+	pending := res.pending
+	if rel.DeletionTimestamp == nil && h.recall(key).refused != nil {
 		pending = nil // a refused write comes back on the interval, or when the inventory changes
 	}
 
 	// 7. Next pass.
 	return h.scheduleHealthRecheck(key, rel, pending), nil
+}
+
+// recordPass records what a pass whose writes landed leaves besides its writes: the
+// memory of the budget cut, the metrics of the assessment (failures, unjudged entries,
+// budget cuts), the EvaluationBudgetExceeded Event on the edge of a cut, and the log of
+// the entries that are not healthy.
+func (h *HealthController) recordPass(ctx context.Context, rel *v1alpha1.Release, res passResult) {
+	log := h.logFrom(ctx)
+	switch {
+	case rel.DeletionTimestamp != nil:
+		return
+	case rel.Spec.HealthAssessment == nil:
+		forgetUnjudged(rel.Namespace, rel.Name)
+		return
+	case res.assessErr != nil:
+		if ctx.Err() == nil {
+			log.Info("assessment failed", "reason", res.assessErr.Error())
+			assessmentFailures.WithLabelValues(rel.Namespace, rel.Name).Inc()
+		}
+		return
+	}
+	a := res.a
+	recordUnjudged(rel.Namespace, rel.Name, a.unjudged)
+	h.remember(base.KeyOf(rel), func(m *releaseMemory) { m.budgetCut = a.budgetCut > 0 })
+	if a.budgetCut > 0 {
+		budgetCuts.WithLabelValues(rel.Namespace).Inc()
+		budgetCutEntries.WithLabelValues(rel.Namespace).Add(float64(a.budgetCut))
+	}
+	h.recordBudgetEvent(rel, a)
+	for i := range a.entries {
+		r := &a.entries[i]
+		if r.state != v1alpha1.StateHealthy && r.state != v1alpha1.StateUnknown {
+			log.V(1).Info("object not healthy", "object", r.key.String(), "state", r.state, "message", r.message, "ruleSet", r.ruleSet, "rule", r.rule)
+		}
+	}
 }

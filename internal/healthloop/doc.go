@@ -5,20 +5,23 @@
 // Server-Side Apply. It also polls the workloads of lifecycle hooks and wakes the
 // controller-manager (POST …/sync) on the edges of "Wake the controller".
 //
-// One pass is (*HealthController).syncHandler, in this order: read the Release, shard
-// gate, deletion, hooks, health, wake the controller, next pass. It computes first and
-// writes last: the computing half yields a passResult (the hooks' status, the entries'
-// assessment, the Healthy condition, the edges), and commit writes it through a
-// committer, one method per write (hooks, entries, condition), then settles the owed
-// sync request. The files follow the concerns (docs/design.md, "Where each step lives"):
+// One pass is (*HealthController).syncHandler: it reads (the Release, the shard gate, the
+// inventory, the hooks' workloads, each entry's object, evaluated), decides with a pure
+// function of what it read (decide: the hooks' status, the judged entries, the Healthy
+// condition, the edges, what is still pending), writes (commit, through a committer,
+// one method per write: hooks, entries, condition; then it settles the owed
+// sync request), and records what the pass leaves in memory, metrics and Events only
+// once the writes landed (recordPass). The files follow the concerns (docs/design.md,
+// "Where each step lives"):
 //
 //   - controller.go: the wiring (SetupWithManager) and syncHandler;
 //   - inventory.go, clusters.go: the inventory a pass reads; the Cluster, its shard and
 //     what is remembered of it;
 //   - hooks.go: hook polling and the hooks write;
-//   - assess.go, fair.go, targets.go: the assessment, its budget and fair share across
-//     namespaces, and which target objects each Release reads (a change of one of them
-//     queues exactly the Releases that record it);
+//   - assess.go, fair.go, targets.go: reading and evaluating the entries, the budget and
+//     fair share of the evaluations across namespaces, and which target objects each
+//     Release reads (a change of one of them queues exactly the Releases that record it);
+//   - decide.go: the decision of a pass, a pure function of what it read (decide);
 //   - writes.go: the entries write and the Healthy condition;
 //   - commit.go: the order of the writes and what a failed one means;
 //   - owed.go: the owed sync request from the edge to its payment, whole; wake.go: the

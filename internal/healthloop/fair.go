@@ -287,34 +287,6 @@ func budgetMessage(budget uint64) string {
 	return fmt.Sprintf("not evaluated: this pass spent its evaluation budget of %d CEL cost units (--pass-evaluation-budget) on other entries of the Release; the next pass tries again", budget)
 }
 
-// budgetCut returns the result of an entry that the pass could not evaluate within its
-// budget: Unknown, with the message, and the entry's firstUnhealthy and
-// assessedRenderRef as they were (the entry was not judged, so neither its anchor nor
-// its render moves).
-func (h *HealthController) budgetCut(r itemResult) itemResult {
-	r.state, r.message, r.anchor, r.cut = v1alpha1.StateUnknown, budgetMessage(h.Fair.PassBudget), r.prior.firstUnhealthy, true
-	// writeInventoryHealth writes entry.RenderRef as assessedRenderRef: keep the old one.
-	r.entry.RenderRef = r.prior.assessedRenderRef
-	return r
-}
-
-// countCut counts the entries of results that the budget cut, for the metrics, and
-// records whether the Release's pass was cut; it reports the count and whether the
-// pass before was cut too.
-func (h *HealthController) countCut(namespace, key string, results []itemResult) (cut int, before bool) {
-	for i := range results {
-		if results[i].cut {
-			cut++
-		}
-	}
-	h.remember(key, func(m *releaseMemory) { before, m.budgetCut = m.budgetCut, cut > 0 })
-	if cut > 0 {
-		budgetCuts.WithLabelValues(namespace).Inc()
-		budgetCutEntries.WithLabelValues(namespace).Add(float64(cut))
-	}
-	return cut, before
-}
-
 // recordBudgetEvent records an EvaluationBudgetExceeded Event on rel when its pass was
 // cut by the budget and the pass before was not (an edge, not every pass).
 func (h *HealthController) recordBudgetEvent(rel *v1alpha1.Release, a *assessment) {

@@ -60,12 +60,12 @@ func TestReadsRunConcurrentlyWithABound(t *testing.T) {
 	ev, err := health.NewEvaluator(nil, nil)
 	must(t, err)
 	type outcome struct {
-		results []itemResult
+		results []entryObservation
 		err     error
 	}
 	done := make(chan outcome, 1)
 	go func() {
-		r, err := h.assessItemsWith(context.Background(), nil, ev, reader, entries, map[inventory.Key]prior{}, nil, t0)
+		r, err := h.observeItems(context.Background(), nil, ev, reader, entries, map[inventory.Key]prior{})
 		done <- outcome{r, err}
 	}()
 	eventually(t, "reads in flight", func() bool { return reader.held() >= limit })
@@ -79,9 +79,9 @@ func TestReadsRunConcurrentlyWithABound(t *testing.T) {
 	if len(out.results) != n {
 		t.Fatalf("results = %d", len(out.results))
 	}
-	for _, r := range out.results {
-		if r.state != v1alpha1.StateHealthy {
-			t.Fatalf("%s = %s", r.key, r.state)
+	for i := range out.results {
+		if st := judgeEntry(&out.results[i], nil, t0, 0).state; st != v1alpha1.StateHealthy {
+			t.Fatalf("%s = %s", out.results[i].key, st)
 		}
 	}
 }
@@ -109,7 +109,7 @@ func BenchmarkAssessItems(b *testing.B) {
 		b.Run(fmt.Sprintf("concurrency=%d", c), func(b *testing.B) {
 			h := &HealthController{ReadConcurrency: c, Log: testLogger()}
 			for b.Loop() {
-				if _, err := h.assessItemsWith(context.Background(), nil, ev, latencyReader{2 * time.Millisecond}, entries, map[inventory.Key]prior{}, nil, t0); err != nil {
+				if _, err := h.observeItems(context.Background(), nil, ev, latencyReader{2 * time.Millisecond}, entries, map[inventory.Key]prior{}); err != nil {
 					b.Fatal(err)
 				}
 			}

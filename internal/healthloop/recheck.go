@@ -10,7 +10,7 @@ import (
 // Pending targets of the re-check backoff (docs/design.md, "Re-check backoff").
 const (
 	targetRenderPending = "render-pending"
-	// targetAssessment is pending while assess fails (a compile error, a missing or
+	// targetAssessment is pending while the assessment fails (a compile error, a missing or
 	// unreachable cluster), so the loop recovers by itself once the cause goes away.
 	targetAssessment = "assessment"
 	// targetUnowned is pending while the inventory's entries are owned by no field
