@@ -235,7 +235,7 @@ func (h *HealthController) syncHandler(ctx context.Context, key string) (_ base.
 	}
 
 	// 3. Hooks (a deletion pass does nothing else), 4. health: read and evaluated.
-	in := passInput{rel: rel, hooks: h.pollHooks(ctx, rel, inv, cluster, clusterErr),
+	in := passInput{rel: rel, hooks: h.observeHooks(ctx, inv, cluster, clusterErr),
 		budgetCutBefore: h.recall(key).budgetCut, budget: h.Fair.PassBudget, now: h.Clock.Now()}
 	if rel.DeletionTimestamp == nil && rel.Spec.HealthAssessment != nil {
 		in.observed, in.assessErr = h.observeEntries(ctx, rel, inv, cluster, clusterErr)
@@ -258,12 +258,15 @@ func (h *HealthController) syncHandler(ctx context.Context, key string) (_ base.
 	return h.scheduleHealthRecheck(key, rel, pending), nil
 }
 
-// recordPass records what a pass whose writes landed leaves besides its writes: the
-// memory of the budget cut, the metrics of the assessment (failures, unjudged entries,
+// recordPass records what a pass whose writes landed leaves besides its writes: the log
+// of the hooks that finished, the memory of the budget cut, the metrics of the assessment (failures, unjudged entries,
 // budget cuts), the EvaluationBudgetExceeded Event on the edge of a cut, and the log of
 // the entries that are not healthy.
 func (h *HealthController) recordPass(ctx context.Context, rel *v1alpha1.Release, res passResult) {
 	log := h.logFrom(ctx)
+	for _, hk := range res.hooks.terminal {
+		log.Info("hook finished", "hook", hk.Name, "state", hk.State, "message", hk.Message, "rearmed", hk.rearmed)
+	}
 	switch {
 	case rel.DeletionTimestamp != nil:
 		return

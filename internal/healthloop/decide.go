@@ -8,12 +8,12 @@ import (
 )
 
 // passInput is everything one pass read before it decides (docs/design.md, "One pass"):
-// the Release, the hooks' new status, the observation of its entries, what the loop
+// the Release, the reads of its hooks' workloads, the observation of its entries, what the loop
 // remembers of its last pass, the evaluation budget and the time.
 type passInput struct {
 	rel *v1alpha1.Release
-	// hooks is the hooks' new status (pollHooks).
-	hooks hookOutcome
+	// hooks is what the pass read of its hooks (observeHooks); nil: no inventory.
+	hooks *hookObservation
 	// observed is the observation of the entries (observeEntries); nil on a deletion
 	// pass, without healthAssessment, or when assessErr is set.
 	observed *observation
@@ -28,14 +28,15 @@ type passInput struct {
 	now    time.Time
 }
 
-// decide computes the result of a pass from what it read: the hooks' status, the
-// entries judged (health.Judge with the Release's deadline, at in.now), the Healthy
+// decide computes the result of a pass from what it read: the hooks' status
+// (decideHooks), the entries judged (health.Judge with the Release's deadline, at in.now), the Healthy
 // condition and healthSummary, the edges that owe the controller-manager a sync request,
 // and the targets still pending for the re-check backoff. It is pure: no client, no
 // cache, no clock, no memory; the pass writes and records the result afterwards (commit,
 // then recordPass).
 func decide(in passInput) passResult {
-	res := passResult{hooks: in.hooks, edges: edges{hooksFinished: in.hooks.finished}}
+	hooks := decideHooks(in.hooks, in.now)
+	res := passResult{hooks: hooks, edges: edges{hooksFinished: hooks.finished}}
 	rel := in.rel
 	switch {
 	case rel.DeletionTimestamp != nil:
@@ -54,7 +55,7 @@ func decide(in passInput) passResult {
 		res.pending = append(res.pending, a.pendingTargets(hs)...)
 		res.edges.waveCompleted, res.edges.renderAdvanced = a.waveCompleted, a.renderAdvanced
 	}
-	res.pending = append(res.pending, in.hooks.pendingTargets()...)
+	res.pending = append(res.pending, hooks.pendingTargets()...)
 	return res
 }
 

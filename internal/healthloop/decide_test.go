@@ -10,6 +10,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
 	"github.com/kumodo/convoy-observer/health"
@@ -60,7 +61,11 @@ func TestDecide(t *testing.T) {
 	cut.cut = true
 	advanced := observed("new", pass, v1alpha1.StateHealthy, nil)
 	advanced.entry.RenderRef = "r2"
-	hooks := hookOutcome{finished: 1, running: []string{"migrate"}}
+	// Two hooks: migrate's Job still runs, seed's just completed.
+	hooks := &hookObservation{own: &inventory.Ownership{}, hooks: []v1alpha1.HookEntry{
+		hookEntry("migrate", "Job", v1alpha1.HookRunning, t0.Add(-time.Minute), nil),
+		hookEntry("seed", "Job", v1alpha1.HookRunning, t0.Add(-time.Minute), nil),
+	}, reads: map[int]workloadRead{0: {obj: jobWith(""), at: t0}, 1: {obj: jobWith("Complete"), at: t0}}}
 
 	type want struct {
 		status  metav1.ConditionStatus // "" : no condition written
@@ -191,4 +196,117 @@ func TestDecideNeedsNoMemory(t *testing.T) {
 	if err := errors.New("x"); decide(passInput{rel: rel, assessErr: err}).assessErr != err {
 		t.Error("the assessment's error is not carried to the result")
 	}
+}
+
+// hookEntry is a recorded hook of workload kind ns/<name>-w, armed at created.
+func hookEntry(name, kind string, state v1alpha1.HookState, created time.Time, finished *time.Time) v1alpha1.HookEntry {
+	hk := v1alpha1.HookEntry{Name: name, WorkloadKind: kind, Namespace: "ns", WorkloadName: name + "-w", State: state,
+		CreatedAt: &metav1.Time{Time: created}}
+	if finished != nil {
+		hk.FinishedAt = &metav1.Time{Time: *finished}
+	}
+	return hk
+}
+
+// jobWith is a Job whose condition cond ("Complete", "Failed"; "" for none) is True.
+func jobWith(cond string) *unstructured.Unstructured {
+	job := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "batch/v1", "kind": "Job"}}
+	if cond != "" {
+		_ = unstructured.SetNestedSlice(job.Object, []any{map[string]any{"type": cond, "status": "True", "reason": "R", "message": "m"}}, "status", "conditions")
+	}
+	return job
+}
+
+// TestDecideHooks is the table of decideHooks: the state of one polled hook from the
+// read of its workload, at t0.
+func TestDecideHooks(t *testing.T) {
+	t.Parallel()
+	armed := t0.Add(-time.Minute)
+	before := t0.Add(-30 * time.Second)
+	readAt := t0.Add(1500 * time.Millisecond)
+	cases := []struct {
+		name     string
+		hook     v1alpha1.HookEntry
+		read     *workloadRead // nil: not read
+		unread   error
+		state    v1alpha1.HookState
+		message  string
+		finished bool // finishedAt set (to readAt's second, or t0's without a read)
+		edge     bool // counted as finished in this pass
+		pending  bool
+		written  bool // the hooks list is written (always, here: the observer owns none of it yet)
+	}{
+		{"running", hookEntry("h", "Job", "", armed, nil), &workloadRead{obj: jobWith(""), at: readAt},
+			nil, v1alpha1.HookRunning, "", false, false, true, true},
+		{"complete", hookEntry("h", "Job", v1alpha1.HookRunning, armed, nil), &workloadRead{obj: jobWith("Complete"), at: readAt},
+			nil, v1alpha1.HookSucceeded, "R: m", true, true, false, true},
+		{"failed", hookEntry("h", "Job", v1alpha1.HookRunning, armed, nil), &workloadRead{obj: jobWith("Failed"), at: readAt},
+			nil, v1alpha1.HookFailed, "R: m", true, true, false, true},
+		{"gone before it finished", hookEntry("h", "Job", v1alpha1.HookRunning, armed, nil), &workloadRead{notFound: true, at: readAt},
+			nil, v1alpha1.HookFailed, "workload not found", true, true, false, true},
+		{"timed out", hookEntry("h", "Job", v1alpha1.HookRunning, t0.Add(-2*v1alpha1.DefaultHookTimeout), nil), &workloadRead{obj: jobWith(""), at: readAt},
+			nil, v1alpha1.HookFailed, "timed out after", true, true, false, true},
+		{"a re-armed hook runs again", hookEntry("h", "Job", v1alpha1.HookSucceeded, t0, &before), &workloadRead{obj: jobWith(""), at: readAt},
+			nil, v1alpha1.HookRunning, "", false, false, true, true},
+		{"unsupported kind: failed without a read", hookEntry("h", "CronJob", "", armed, nil), nil,
+			nil, v1alpha1.HookFailed, "unsupported workloadKind", true, true, false, true},
+		{"the cluster is not connected: kept", hookEntry("h", "Job", v1alpha1.HookRunning, armed, nil), nil,
+			clustercache.ErrClusterNotConnected, v1alpha1.HookRunning, "", false, false, true, true},
+		{"a read error: kept", hookEntry("h", "Pod", v1alpha1.HookRunning, armed, nil), &workloadRead{err: errors.New("boom"), at: readAt},
+			nil, v1alpha1.HookRunning, "", false, false, true, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			o := &hookObservation{own: &inventory.Ownership{}, hooks: []v1alpha1.HookEntry{c.hook}, unreadable: c.unread}
+			if c.read != nil {
+				o.reads = map[int]workloadRead{0: *c.read}
+			}
+			out := decideHooks(o, t0)
+			if (out.status != nil) != c.written {
+				t.Fatalf("hooks written: %v, want %v", out.status != nil, c.written)
+			}
+			if c.written {
+				got := out.status[0]
+				if *got.State != c.state || !strings.HasPrefix(ptrOr(got.Message), c.message) {
+					t.Errorf("state %s %q, want %s %q", *got.State, ptrOr(got.Message), c.state, c.message)
+				}
+				if (got.FinishedAt != nil) != c.finished {
+					t.Errorf("finishedAt %v, want set: %v", got.FinishedAt, c.finished)
+				}
+				if c.finished {
+					want := t0
+					if c.read != nil {
+						want = readAt.Truncate(time.Second)
+					}
+					if !got.FinishedAt.Time.Equal(want) {
+						t.Errorf("finishedAt %v, want %v (the read's second)", got.FinishedAt.Time, want)
+					}
+				}
+			}
+			if (out.finished == 1) != c.edge || len(out.terminal) != out.finished {
+				t.Errorf("finished %d, terminal %d; want an edge: %v", out.finished, len(out.terminal), c.edge)
+			}
+			if (len(out.pendingTargets()) == 1) != c.pending {
+				t.Errorf("pending %q, want pending: %v", out.pendingTargets(), c.pending)
+			}
+		})
+	}
+	// A hook that finished in the second it was armed is polled again (needsPoll cannot
+	// tell a re-arm in that second); when its workload is gone, its outcome stands.
+	done := t0.Add(-time.Second)
+	hk := hookEntry("h", "Job", v1alpha1.HookSucceeded, done, &done)
+	hk.Message = "R: m"
+	out := decideHooks(&hookObservation{own: &inventory.Ownership{}, hooks: []v1alpha1.HookEntry{hk},
+		reads: map[int]workloadRead{0: {notFound: true, at: t0}}}, t0)
+	if out.finished != 0 || len(out.running) != 0 || len(out.status) != 1 || *out.status[0].State != v1alpha1.HookSucceeded ||
+		!out.status[0].FinishedAt.Time.Equal(done) {
+		t.Errorf("a finished hook whose workload is gone did not keep its outcome: %+v", out)
+	}
+}
+
+func ptrOr(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }

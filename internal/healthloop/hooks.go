@@ -20,7 +20,7 @@ import (
 	"github.com/kumodo/convoy-observer/internal/inventory"
 )
 
-// hookOutcome is what pollHooks tells the rest of the pass.
+// hookOutcome is the hooks' part of a pass's decision (decideHooks).
 type hookOutcome struct {
 	// finished counts the hooks that reached a terminal state in this pass.
 	finished int
@@ -38,6 +38,8 @@ type finishedHook struct {
 	v1alpha1.HookEntry
 	// timedOut: Failed because its timeout passed, not because of its workload.
 	timedOut bool
+	// rearmed: the hook had finished before and was re-armed.
+	rearmed bool
 }
 
 func (o hookOutcome) pendingTargets() []string {
@@ -65,28 +67,98 @@ func hookWorkloadGVR(kind string) (gvr schema.GroupVersionResource, ok bool) {
 	return schema.GroupVersionResource{}, false
 }
 
-// pollHooks polls the workloads of the hooks in the pass's inventory (read from the
-// cache) and decides their state (docs/design.md, "Hook polling"); writeHookStatus writes it. It
-// polls a hook that has a workloadName and either no finishedAt or a createdAt after
-// its finishedAt (the controller-manager re-armed it). Polling errors are logged and
-// change nothing (docs/design.md, "One pass" step 4).
-func (h *HealthController) pollHooks(ctx context.Context, rel *v1alpha1.Release, pi passInventory, cluster *v1alpha1.Cluster, clusterErr error) hookOutcome {
-	var out hookOutcome
+// hookObservation is what a pass read of its hooks (observeHooks): the hooks the
+// controller-manager records, whether the observer still owns one it dropped, and the
+// read of the workload of each hook that needsPoll.
+type hookObservation struct {
+	own   *inventory.Ownership
+	hooks []v1alpha1.HookEntry
+	stale bool
+	// reads holds, by the index of the hook in hooks, the read of its workload; a hook
+	// that needsPoll and has none was not read (its kind or reference is refused).
+	reads map[int]workloadRead
+	// unreadable is the error that kept every workload from being read (the cluster is
+	// missing or not connected): the polled hooks keep their state.
+	unreadable error
+}
+
+// workloadRead is one read of a hook's workload.
+type workloadRead struct {
+	obj *unstructured.Unstructured
+	// notFound: the workload is gone. err: a read error other than NotFound (the hook
+	// keeps its state).
+	notFound bool
+	err      error
+	// at is when the read returned: the finishedAt of a workload that finished. The time
+	// of the observation, not of the pass's start: a workload that finished during the
+	// read must not get a finishedAt before it finished (and in its arming second, which
+	// would make it look re-armed).
+	at time.Time
+}
+
+// observeHooks reads, from the target, the workload of every hook of the pass's
+// inventory that needsPoll: a workloadName, and either no finishedAt or a createdAt after
+// its finishedAt (the controller-manager re-armed it). It decides nothing (decideHooks
+// does); a read error is logged and kept in the observation, never returned
+// (docs/design.md, "Hook polling"). nil when there is no inventory.
+func (h *HealthController) observeHooks(ctx context.Context, pi passInventory, cluster *v1alpha1.Cluster, clusterErr error) *hookObservation {
 	if pi.inv == nil {
-		return out
+		return nil
 	}
 	log := h.logFrom(ctx)
 	if pi.err != nil {
 		log.Error(pi.err, "cannot poll hooks")
+		return nil
+	}
+	o := &hookObservation{own: pi.own}
+	o.hooks, o.stale = pi.own.RecordedHooks(pi.inv, inventory.FieldManagerHookStatus)
+	var reader clustercache.ObjectReader
+	for i := range o.hooks {
+		hk := &o.hooks[i]
+		gvr, ok := hookWorkloadGVR(hk.WorkloadKind)
+		if !needsPoll(hk) || !ok || inventory.CheckReference(gvr, hk.Namespace, hk.WorkloadName) != nil {
+			continue
+		}
+		if reader == nil && o.unreadable == nil {
+			if clusterErr != nil {
+				o.unreadable = clusterErr
+			} else {
+				reader, o.unreadable = h.Clusters.GetReader(ctx, cluster)
+			}
+		}
+		if o.unreadable != nil {
+			continue
+		}
+		obj, err := reader.Get(ctx, gvr, hk.Namespace, hk.WorkloadName)
+		r := workloadRead{obj: obj, notFound: apierrors.IsNotFound(err), at: h.Clock.Now()}
+		if err != nil && !r.notFound {
+			r.obj, r.err = nil, err
+			if ctx.Err() == nil {
+				log.Error(err, "polling hook workload; state unchanged", "hook", hk.Name, "workload", objectName(hk.WorkloadKind, hk.Namespace, hk.WorkloadName))
+			}
+		}
+		if o.reads == nil {
+			o.reads = map[int]workloadRead{}
+		}
+		o.reads[i] = r
+	}
+	if o.unreadable != nil && ctx.Err() == nil {
+		log.Error(o.unreadable, "cannot poll hooks")
+	}
+	return o
+}
+
+// decideHooks decides the state of every hook of o at now (docs/design.md, "Hook
+// outcomes"), a pure function: the hooks' new status for writeHookStatus, those still
+// running, and those that finished in this pass. A hook whose workload could not be read
+// keeps its state (and is pending while it is Running or has none).
+func decideHooks(o *hookObservation, now time.Time) hookOutcome {
+	var out hookOutcome
+	if o == nil {
 		return out
 	}
-	inv := pi.inv
-	hooks, stale := pi.own.RecordedHooks(inv, inventory.FieldManagerHookStatus)
-	now := h.Clock.Now()
-	next := make([]v1alpha1.HookEntry, len(hooks))
-	copy(next, hooks)
-	var reader clustercache.ObjectReader
-	var pollErr error
+	next := make([]v1alpha1.HookEntry, len(o.hooks))
+	copy(next, o.hooks)
 	for i := range next {
 		hk := &next[i]
 		if !needsPoll(hk) {
@@ -95,25 +167,9 @@ func (h *HealthController) pollHooks(ctx context.Context, rel *v1alpha1.Release,
 			}
 			continue
 		}
-		if reader == nil && pollErr == nil {
-			if clusterErr != nil {
-				pollErr = clusterErr
-			} else {
-				reader, pollErr = h.Clusters.GetReader(ctx, cluster)
-			}
-		}
-		if pollErr != nil {
-			if hk.State == v1alpha1.HookRunning || hk.State == "" {
-				out.running = append(out.running, hk.Name)
-			}
-			continue
-		}
-		was := *hk
-		poll, err := pollHookWorkload(ctx, reader, hk, now)
-		if err != nil {
-			if ctx.Err() == nil {
-				log.Error(err, "polling hook workload; state unchanged", "hook", hk.Name, "workload", objectName(hk.WorkloadKind, hk.Namespace, hk.WorkloadName))
-			}
+		read, wasRead := o.reads[i]
+		poll, decided := hookPollOf(hk, read, wasRead, now)
+		if !decided {
 			if hk.State == v1alpha1.HookRunning || hk.State == "" {
 				out.running = append(out.running, hk.Name)
 			}
@@ -122,12 +178,14 @@ func (h *HealthController) pollHooks(ctx context.Context, rel *v1alpha1.Release,
 		if poll.kept {
 			continue // a finished hook's workload was deleted: its outcome stands
 		}
+		was := *hk
 		hk.State, hk.Message = poll.state, health.TruncateMessage(poll.message)
 		if poll.state.IsTerminal() {
-			// The time of the observation, not of the pass's start: a workload that
-			// finished during the read must not get a finishedAt before it finished
-			// (and in its arming second, which would make it look re-armed).
-			t := metav1.NewTime(h.Clock.Now().UTC().Truncate(time.Second))
+			at := read.at
+			if !wasRead {
+				at = now
+			}
+			t := metav1.NewTime(at.UTC().Truncate(time.Second))
 			hk.FinishedAt = &t
 			// A polled hook that is terminal is an edge: it had not finished, or it was
 			// re-armed. In the ambiguous same-second case this may send one sync
@@ -135,18 +193,14 @@ func (h *HealthController) pollHooks(ctx context.Context, rel *v1alpha1.Release,
 			// controller-manager until its resync).
 			out.finished++
 			if was.FinishedAt == nil || was.State != hk.State || rearmedAfterFinish(&was) {
-				out.terminal = append(out.terminal, finishedHook{HookEntry: *hk, timedOut: poll.timedOut})
+				out.terminal = append(out.terminal, finishedHook{HookEntry: *hk, timedOut: poll.timedOut, rearmed: was.FinishedAt != nil})
 			}
-			log.Info("hook finished", "hook", hk.Name, "state", poll.state, "message", poll.message, "rearmed", was.FinishedAt != nil)
 		} else {
 			hk.FinishedAt = nil
 			out.running = append(out.running, hk.Name)
 		}
 	}
-	out.status = hookStatus(pi.own, hooks, next, stale)
-	if pollErr != nil && ctx.Err() == nil {
-		log.Error(pollErr, "cannot poll hooks")
-	}
+	out.status = hookStatus(o.own, o.hooks, next, o.stale)
 	return out
 }
 
@@ -176,49 +230,49 @@ type hookPoll struct {
 	timedOut bool
 }
 
-// pollHookWorkload reads the hook's Job or Pod from the target and decides its state
-// (docs/design.md, "Hook outcomes"): Job Complete=True ⇒ Succeeded, Failed=True ⇒ Failed;
-// Pod phase Succeeded or Failed; otherwise Failed when now − createdAt ≥ timeout,
-// Failed "workload not found" when it is gone, else Running. A terminal state never
-// regresses: when the workload of a hook that already finished is gone (and createdAt
-// is not in a later second than finishedAt, so the hook was not re-armed), the poll
-// keeps the recorded outcome. A read error other than NotFound is returned and changes
-// nothing.
-func pollHookWorkload(ctx context.Context, reader clustercache.ObjectReader, hk *v1alpha1.HookEntry, now time.Time) (hookPoll, error) {
+// hookPollOf decides the state of the polled hook hk from the read of its workload
+// (docs/design.md, "Hook outcomes"): Job Complete=True ⇒ Succeeded, Failed=True ⇒
+// Failed; Pod phase Succeeded or Failed; otherwise Failed when now − createdAt ≥ timeout,
+// Failed "workload not found" when it is gone, else Running. A workloadKind other than
+// Job or Pod, and a reference that would change the URL of the read, are Failed without
+// a read. A terminal state never regresses: when the workload of a hook that already
+// finished is gone (and createdAt is not in a later second than finishedAt, so the hook
+// was not re-armed), the poll keeps the recorded outcome. decided is false when the
+// workload was not read (the cluster is not connected) or its read failed: the hook
+// keeps its state.
+func hookPollOf(hk *v1alpha1.HookEntry, read workloadRead, wasRead bool, now time.Time) (_ hookPoll, decided bool) {
 	gvr, ok := hookWorkloadGVR(hk.WorkloadKind)
 	if !ok {
-		return hookPoll{state: v1alpha1.HookFailed, message: fmt.Sprintf("unsupported workloadKind %q (want Job or Pod)", hk.WorkloadKind)}, nil
+		return hookPoll{state: v1alpha1.HookFailed, message: fmt.Sprintf("unsupported workloadKind %q (want Job or Pod)", hk.WorkloadKind)}, true
 	}
 	if err := inventory.CheckReference(gvr, hk.Namespace, hk.WorkloadName); err != nil {
-		return hookPoll{state: v1alpha1.HookFailed, message: health.TruncateMessage(err.Error())}, nil
+		return hookPoll{state: v1alpha1.HookFailed, message: health.TruncateMessage(err.Error())}, true
 	}
-	obj, err := reader.Get(ctx, gvr, hk.Namespace, hk.WorkloadName)
-	notFound := apierrors.IsNotFound(err)
-	if err != nil && !notFound {
-		return hookPoll{}, err
+	if !wasRead || read.err != nil {
+		return hookPoll{}, false
 	}
-	if notFound && hk.State.IsTerminal() && !rearmedAfterFinish(hk) {
-		return hookPoll{state: hk.State, message: hk.Message, kept: true}, nil
+	if read.notFound && hk.State.IsTerminal() && !rearmedAfterFinish(hk) {
+		return hookPoll{state: hk.State, message: hk.Message, kept: true}, true
 	}
-	if !notFound {
+	if !read.notFound {
 		var state v1alpha1.HookState
 		var msg string
 		if hk.WorkloadKind == "Job" {
-			state, msg = jobOutcome(obj)
+			state, msg = jobOutcome(read.obj)
 		} else {
-			state, msg = podOutcome(obj)
+			state, msg = podOutcome(read.obj)
 		}
 		if state.IsTerminal() {
-			return hookPoll{state: state, message: msg}, nil
+			return hookPoll{state: state, message: msg}, true
 		}
 	}
 	if hk.CreatedAt != nil && now.Sub(hk.CreatedAt.Time) >= hk.GetTimeout() {
-		return hookPoll{state: v1alpha1.HookFailed, message: "timed out after " + shortDuration(hk.GetTimeout()), timedOut: true}, nil
+		return hookPoll{state: v1alpha1.HookFailed, message: "timed out after " + shortDuration(hk.GetTimeout()), timedOut: true}, true
 	}
-	if notFound {
-		return hookPoll{state: v1alpha1.HookFailed, message: "workload not found"}, nil
+	if read.notFound {
+		return hookPoll{state: v1alpha1.HookFailed, message: "workload not found"}, true
 	}
-	return hookPoll{state: v1alpha1.HookRunning}, nil
+	return hookPoll{state: v1alpha1.HookRunning}, true
 }
 
 // rearmedAfterFinish reports whether hk was certainly re-armed after it finished: its

@@ -10,7 +10,7 @@ import (
 
 // trackTargets records what the pass of the Release key reads from cluster (nil: the
 // Cluster is missing): the recorded entries when the Release is assessed, and the
-// workloads of the hooks that pollHooks polls. The cluster cache keeps the index of
+// workloads of the hooks that observeHooks reads. The cluster cache keeps the index of
 // what each Release reads (clustercache.ClusterCache.Track): it watches their types and
 // wakes key when one of them changes (targetChanged).
 func (h *HealthController) trackTargets(key string, rel *v1alpha1.Release, cluster *v1alpha1.Cluster, pi passInventory) {
