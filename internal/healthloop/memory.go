@@ -14,8 +14,6 @@ type releaseMemory struct {
 	// attempts holds the attempt count of each pending target of the re-check backoff
 	// (recheck.go).
 	attempts map[string]int
-	// wakeArmed: the pass owes a sync request that was not sent yet (owed.go).
-	wakeArmed bool
 	// owed is what this process knows about the inventory's record of an owed sync
 	// request (owed.go).
 	owed owedState
@@ -41,7 +39,7 @@ type releaseMemory struct {
 
 // empty reports whether m holds nothing worth keeping.
 func (m *releaseMemory) empty() bool {
-	return len(m.attempts) == 0 && !m.wakeArmed && m.owed == (owedState{}) && m.written == nil && !m.entriesWritten &&
+	return len(m.attempts) == 0 && m.owed == (owedState{}) && m.written == nil && !m.entriesWritten &&
 		m.eventKind == "" && !m.budgetCut && m.refused == nil
 }
 

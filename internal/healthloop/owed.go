@@ -235,9 +235,9 @@ type owedSync struct {
 	st  owedState
 }
 
-// openOwed starts the owed sync request of one pass, before it writes. The request is
-// armed (in memory) when the pass has an edge or the inventory holds an unpaid record.
-// The record that the applies carry is the unpaid one, or a new one when the pass
+// openOwed starts the owed sync request of one pass, before it writes: the request is
+// sent (settle) when the pass has an edge or carries an unpaid record. The record that
+// the applies carry is the unpaid one, or a new one when the pass
 // persists the state of an edge: a completed wave or an advanced render always changes
 // entries; a finished hook changes the hooks unless it is a re-poll in its arming second
 // that found the same outcome. Without a Waker there is nobody to owe. A record this
@@ -251,9 +251,6 @@ func (h *HealthController) openOwed(ctx context.Context, rel *v1alpha1.Release, 
 	}
 	o := &owedSync{h: h, key: key, st: st}
 	e := res.edges
-	if e.any() || o.carry() != "" {
-		h.armWake(key)
-	}
 	if o.carry() != "" {
 		return o, nil
 	}
@@ -283,7 +280,7 @@ func (o *owedSync) carry() string {
 // older observer's record (without a baseline) with the last write of the pass.
 func (o *owedSync) settle(ctx context.Context, rel *v1alpha1.Release, inv passInventory, e edges) error {
 	h, st := o.h, o.st
-	sent, err := h.wake(ctx, rel, e)
+	sent, err := h.wake(ctx, rel, e, o.carry() != "")
 	if err != nil {
 		return err
 	}
@@ -306,51 +303,37 @@ func (o *owedSync) settle(ctx context.Context, rel *v1alpha1.Release, inv passIn
 	return nil
 }
 
-// armWake marks key as owing a sync request, before the pass writes the state that
-// caused it: if the pass fails after that write, its retry no longer sees the edge but
-// still sends the request (a restart forgets it; the record in the inventory does not).
-func (h *HealthController) armWake(key string) {
-	h.remember(key, func(m *releaseMemory) { m.wakeArmed = true })
-}
-
-func (h *HealthController) disarmWake(key string) {
-	h.remember(key, func(m *releaseMemory) { m.wakeArmed = false })
-}
-
-// wake sends one POST …/sync for rel when this pass has an edge, or when an earlier
-// pass armed one that was not sent (the edge itself does not come back). A failed
-// request fails the pass, so the work queue retries the key. sent reports that the
-// debt is settled: the request succeeded, or there is nobody to wake (no Waker, the
-// Release is gone).
-func (h *HealthController) wake(ctx context.Context, rel *v1alpha1.Release, e edges) (sent bool, err error) {
-	key := base.KeyOf(rel)
-	armed := h.recall(key).wakeArmed
-	retry := armed && !e.any()
-	if !e.any() && !armed {
+// wake sends one POST …/sync for rel when this pass has an edge, or when it carries an
+// unpaid owed record (owed: an earlier pass persisted an edge and did not get the request
+// through; the edge itself does not come back). The record is the one truth of a pending
+// wake-up: a pass that persists the state of an edge writes it with that state, and this
+// process remembers it (owedState) for a cache that lags. A failed request fails the
+// pass, so the work queue retries the key. sent reports that the debt is settled: the
+// request succeeded, or there is nobody to wake (no Waker, the Release is gone).
+func (h *HealthController) wake(ctx context.Context, rel *v1alpha1.Release, e edges, owed bool) (sent bool, err error) {
+	retry := owed && !e.any()
+	if !e.any() && !owed {
 		return false, nil
 	}
 	log := h.logFrom(ctx).WithValues("waveCompleted", e.waveCompleted, "renderAdvanced", e.renderAdvanced, "hooksFinished", e.hooksFinished, "retry", retry)
 	if h.Waker == nil {
-		h.disarmWake(key)
 		log.Info("edge reached, but sync requests are disabled (--disable-sync): the controller-manager is not woken")
 		return true, nil
 	}
 	err = h.Waker.RequestSync(ctx, rel.Namespace, rel.Name)
 	if err != nil && releaseGone(err, rel.Name) {
 		// The Release is gone: nobody is left to wake, and a retry would never succeed.
-		h.disarmWake(key)
 		syncRequests.WithLabelValues("gone").Inc()
 		log.Info("the sync endpoint says the Release does not exist; not retrying", "error", err.Error())
 		return true, nil
 	}
-	if err != nil { // still armed: the next pass sends it again
+	if err != nil { // the record stays unpaid: the next pass sends it again
 		if ctx.Err() == nil {
 			syncRequests.WithLabelValues("error").Inc()
 		}
 		return false, fmt.Errorf("waking the controller-manager: %w", err)
 	}
 	syncRequests.WithLabelValues("ok").Inc()
-	h.disarmWake(key)
 	log.Info("woke the controller-manager")
 	return true, nil
 }
