@@ -7,6 +7,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/flowcontrol"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
@@ -28,6 +29,21 @@ func (h *HealthController) getCluster(ctx context.Context, rel *v1alpha1.Release
 	return cluster, false, nil
 }
 
+// clusterMemory is what the loop keeps of one Cluster (namespace/name) while a Release
+// of this replica names it, under h.mu (docs/design.md, "In-memory state"): lost at a
+// restart, like the re-check backoff (a restart may repeat one Cluster Event).
+type clusterMemory struct {
+	// shard is the Cluster's spec.shard when a pass last read it, for the shard gate of
+	// its Releases once it is deleted.
+	shard string
+	// releases counts the Releases that name the Cluster; the memory goes with the last.
+	releases int
+	// down: its ClusterUnreachable Event was recorded, and no ClusterReachable since.
+	down bool
+	// events is the token bucket of its Releases' Events about it (events.go).
+	events flowcontrol.RateLimiter
+}
+
 // shardOf returns the shard of rel's Cluster. A Cluster that is gone keeps the shard
 // this replica last saw it in, so the replica that owned it reports it missing; one it
 // never saw belongs to the default shard.
@@ -39,22 +55,22 @@ func (h *HealthController) shardOf(rel *v1alpha1.Release, cluster *v1alpha1.Clus
 	defer h.mu.Unlock()
 	if old := h.clusterOf[base.KeyOf(rel)]; old != key {
 		if h.clusterOf == nil {
-			h.clusterOf, h.clusterRefs = map[string]string{}, map[string]int{}
+			h.clusterOf, h.clusters = map[string]string{}, map[string]*clusterMemory{}
 		}
 		h.clusterOf[base.KeyOf(rel)] = key
-		h.clusterRefs[key]++
+		if h.clusters[key] == nil {
+			h.clusters[key] = &clusterMemory{}
+		}
+		h.clusters[key].releases++
 		if old != "" && h.dropClusterRef(old) {
 			unused = old
 		}
 	}
+	m := h.clusters[key]
 	if cluster != nil {
-		if h.lastShard == nil {
-			h.lastShard = map[string]string{}
-		}
-		h.lastShard[key] = cluster.Spec.Shard
-		return cluster.Spec.Shard
+		m.shard = cluster.Spec.Shard
 	}
-	return h.lastShard[key]
+	return m.shard
 }
 
 // forgetCluster drops the Release key from the Releases of its Cluster, and the memory
@@ -74,14 +90,45 @@ func (h *HealthController) forgetCluster(key string) {
 }
 
 // dropClusterRef counts one Release less for the Cluster cl, under h.mu; true when it
-// was the last one.
+// was the last one (its memory is gone then).
 func (h *HealthController) dropClusterRef(cl string) (last bool) {
-	if h.clusterRefs[cl]--; h.clusterRefs[cl] > 0 {
+	m := h.clusters[cl]
+	if m == nil {
 		return false
 	}
-	delete(h.clusterRefs, cl)
-	delete(h.lastShard, cl)
-	h.events.forgetCluster(cl)
+	if m.releases--; m.releases > 0 {
+		return false
+	}
+	delete(h.clusters, cl)
+	return true
+}
+
+// clusterEvents returns the token bucket of the Release Events about the Cluster cl. A
+// Cluster that no Release of this replica names (a pass that ends after its Release was
+// deleted) gets a bucket of its own that is not kept.
+func (h *HealthController) clusterEvents(cl string) flowcontrol.RateLimiter {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	m := h.clusters[cl]
+	if m == nil {
+		return flowcontrol.NewTokenBucketRateLimiter(clusterEventQPS, clusterEventBurst)
+	}
+	if m.events == nil {
+		m.events = flowcontrol.NewTokenBucketRateLimiter(clusterEventQPS, clusterEventBurst)
+	}
+	return m.events
+}
+
+// markClusterDown records whether the Cluster cl is down; true when that changed (an
+// edge). A Cluster that no Release of this replica names is no edge.
+func (h *HealthController) markClusterDown(cl string, down bool) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	m := h.clusters[cl]
+	if m == nil || m.down == down {
+		return false
+	}
+	m.down = down
 	return true
 }
 

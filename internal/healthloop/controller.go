@@ -69,8 +69,6 @@ type HealthController struct {
 	// Events records the loop's Kubernetes Events (events.k8s.io/v1) on Releases and
 	// Clusters, on edges only (events.go); nil records none.
 	Events EventRecorder
-	// events is the memory of cluster edges and the per-Cluster Event budget.
-	events eventState
 
 	// Fair configures the budget of a pass and the fair evaluation across namespaces
 	// (fair.go); NewHealthController sets DefaultPassBudget.
@@ -81,15 +79,12 @@ type HealthController struct {
 	mu sync.Mutex
 	// memory holds what the loop keeps of each Release key between passes (memory.go).
 	memory map[string]*releaseMemory
-	// lastShard remembers the shard of each Cluster (namespace/name) seen by this
-	// replica, for the shard gate of Releases whose Cluster was deleted; it goes with
-	// the last Release of that Cluster (forgetCluster).
-	lastShard map[string]string
 	// clusterOf holds the Cluster (namespace/name) of each Release key this replica
-	// passed, and clusterRefs how many Releases name each Cluster: the memory of a
-	// Cluster (lastShard, its Event budget and outage) lives as long as one of them.
-	clusterOf   map[string]string
-	clusterRefs map[string]int
+	// passed; clusters what is remembered of each Cluster that one of them names
+	// (clusters.go). A Release's Cluster outlives its releaseMemory: a Release whose shard
+	// moved still names its Cluster, and a Cluster that is gone keeps its last shard.
+	clusterOf map[string]string
+	clusters  map[string]*clusterMemory
 }
 
 // NewHealthController returns a loop with the real clock and default settings.

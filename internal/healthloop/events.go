@@ -5,14 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/client-go/util/flowcontrol"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
@@ -58,61 +56,6 @@ const (
 // maxEventNote bounds an Event's note (the API server rejects more than 1 kB).
 const maxEventNote = 1000
 
-// eventState is the loop's memory of cluster edges, per replica (lost at a restart,
-// like the re-check backoff: a restart may repeat one Cluster Event).
-type eventState struct {
-	mu      sync.Mutex
-	down    map[string]bool                    // Cluster namespace/name → ClusterUnreachable recorded
-	buckets map[string]flowcontrol.RateLimiter // Cluster namespace/name → bucket of Release Events
-}
-
-// bucket returns the token bucket of the Release Events of cluster key.
-func (s *eventState) bucket(key string) flowcontrol.RateLimiter {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.buckets == nil {
-		s.buckets = map[string]flowcontrol.RateLimiter{}
-	}
-	b, ok := s.buckets[key]
-	if !ok {
-		b = flowcontrol.NewTokenBucketRateLimiter(clusterEventQPS, clusterEventBurst)
-		s.buckets[key] = b
-	}
-	return b
-}
-
-// forgetCluster drops what is remembered of the Cluster key (its Event budget and
-// outage), once no Release names it.
-func (s *eventState) forgetCluster(key string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.buckets, key)
-	delete(s.down, key)
-}
-
-// size returns how many Clusters s remembers, for tests.
-func (s *eventState) size() (clusters int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return max(len(s.buckets), len(s.down))
-}
-
-// markDown records the cluster as down; true when it was not (an edge).
-func (s *eventState) markDown(key string, down bool) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.down == nil {
-		s.down = map[string]bool{}
-	}
-	was := s.down[key]
-	if down {
-		s.down[key] = true
-	} else {
-		delete(s.down, key)
-	}
-	return was != down
-}
-
 // recordHealthEvents records the Event of the edge of rel's Healthy condition from prev
 // (as read at the start of the pass; nil for none) to hs, after hs was written; a is the
 // assessment (nil when it failed, with hs.cause saying why).
@@ -123,11 +66,11 @@ func (h *HealthController) recordHealthEvents(ctx context.Context, rel *v1alpha1
 	cause := hs.cause
 	clusterKey := toolscache.ObjectName{Namespace: rel.Namespace, Name: rel.Spec.ClusterRef.Name}.String()
 	unreachable := cause != nil && errors.Is(cause, clustercache.ErrClusterNotConnected)
-	if unreachable && h.events.markDown(clusterKey, true) {
+	if unreachable && h.markClusterDown(clusterKey, true) {
 		h.clusterEvent(ctx, rel, corev1.EventTypeWarning, EventClusterUnreachable,
 			"cluster unreachable: %s (Releases of this cluster are Unknown until it answers)", clustercache.DescribeError(cause))
 	}
-	if !unreachable && a != nil && h.events.markDown(clusterKey, false) {
+	if !unreachable && a != nil && h.markClusterDown(clusterKey, false) {
 		h.clusterEvent(ctx, rel, corev1.EventTypeNormal, EventClusterReachable, "cluster reachable again")
 	}
 
@@ -161,7 +104,7 @@ func (h *HealthController) recordHealthEvents(ctx context.Context, rel *v1alpha1
 	default:
 		return // Pending, NotConfigured, Progressing from anything but Healthy
 	}
-	if (unreachable || prevKind == EventClusterUnreachable) && !h.events.bucket(clusterKey).TryAccept() {
+	if (unreachable || prevKind == EventClusterUnreachable) && !h.clusterEvents(clusterKey).TryAccept() {
 		h.logFrom(ctx).V(1).Info("event suppressed: the Cluster's event budget is spent", "reason", reason, "cluster", clusterKey)
 		return
 	}

@@ -91,10 +91,8 @@ func (h *HealthController) forget(key string) {
 // target is the cluster cache's (Untrack in forget).
 func (h *HealthController) remembered() (releases, clusters int) {
 	h.mu.Lock()
-	releases = max(len(h.memory), len(h.clusterOf))
-	clusters = max(len(h.clusterRefs), len(h.lastShard))
-	h.mu.Unlock()
-	return releases, max(clusters, h.events.size())
+	defer h.mu.Unlock()
+	return max(len(h.memory), len(h.clusterOf)), len(h.clusters)
 }
 
 // sameKind records kind as the conditionKind of the last edge of the Release key that

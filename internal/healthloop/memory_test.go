@@ -11,7 +11,7 @@ import (
 )
 
 // TestMemoryGoesWithTheRelease: what the loop remembers of a Release (its attempt
-// counts, armed sync request, last writes, Event kind, targets, budget cut) and of its
+// counts, owed-sync state, last writes, Event kind, targets, budget cut) and of its
 // Cluster (the shard it was last seen in, its Event budget and outage) is dropped when
 // the Release is deleted, the Cluster's with its last Release: a churn of Releases and
 // Clusters does not grow the process. A Release whose shard moved away keeps its
@@ -39,9 +39,13 @@ func TestMemoryGoesWithTheRelease(t *testing.T) {
 	}
 	remembered := func() (clusters, shards, eventReleases, eventClusters int) {
 		f.h.mu.Lock()
-		clusters, shards = len(f.h.clusterOf), len(f.h.lastShard)
-		f.h.mu.Unlock()
-		eventClusters = f.h.events.size()
+		defer f.h.mu.Unlock()
+		clusters, shards = len(f.h.clusterOf), len(f.h.clusters)
+		for _, m := range f.h.clusters {
+			if m.events != nil || m.down {
+				eventClusters++
+			}
+		}
 		return
 	}
 	if r, c := f.h.remembered(); r != 2 || c != 1 {
