@@ -309,3 +309,18 @@ func TestBindFlags(t *testing.T) {
 		t.Fatalf("options %+v, want %+v", o, want)
 	}
 }
+
+// TestValidate: a --target-server-allowlist entry that does not parse is refused at
+// startup, naming the flag and the entry; good entries pass.
+func TestValidate(t *testing.T) {
+	t.Parallel()
+	if err := (Options{AllowedServers: []string{"10.0.0.0/8", "api.example.com", "api.example.com:6443", "[::1]:443"}}).Validate(); err != nil {
+		t.Errorf("good entries: %v", err)
+	}
+	for _, bad := range []string{"10.0.0.0/33", "host:0", "user@host", "host:port"} {
+		err := (Options{AllowedServers: []string{"10.0.0.1", bad}}).Validate()
+		if err == nil || !strings.Contains(err.Error(), "--target-server-allowlist") || !strings.Contains(err.Error(), bad) {
+			t.Errorf("entry %q: %v; want an error naming the flag and the entry", bad, err)
+		}
+	}
+}

@@ -22,6 +22,13 @@ type allowedHost struct {
 	port string
 }
 
+// Validate checks o at startup: every entry of AllowedServers parses, so a mistyped
+// --target-server-allowlist fails the process instead of every Cluster's first read.
+func (o Options) Validate() error {
+	_, err := parseAllowList(o.AllowedServers)
+	return err
+}
+
 // parseAllowList parses the entries of --target-server-allowlist: host, host:port or
 // CIDR (see Options.AllowedServers).
 func parseAllowList(entries []string) (allowList, error) {

@@ -158,7 +158,8 @@ func (f *ServingFlags) BindFlags(fs *pflag.FlagSet) {
 }
 
 // Options returns the Options of New, or a usage error when flags contradict each
-// other (--disable-sync with --sync-url, --sync-ca-file without --sync-url).
+// other (--disable-sync with --sync-url, --sync-ca-file without --sync-url) or a value
+// does not parse (--default-service-account, --target-server-allowlist).
 func (f *Flags) Options() (Options, error) {
 	if f.WakeUps.Disable && f.WakeUps.SyncURL != "" {
 		return Options{}, errors.New("--disable-sync and --sync-url contradict each other")
@@ -168,6 +169,9 @@ func (f *Flags) Options() (Options, error) {
 	}
 	if errs := validation.IsDNS1123Subdomain(f.Targets.DefaultServiceAccount); len(errs) > 0 {
 		return Options{}, fmt.Errorf("--default-service-account %q is no ServiceAccount name: %s", f.Targets.DefaultServiceAccount, strings.Join(errs, "; "))
+	}
+	if err := f.Targets.Kubeconfig.Validate(); err != nil {
+		return Options{}, err
 	}
 	budget := f.Evaluation.PassBudget
 	if budget == 0 {
