@@ -11,13 +11,13 @@ import (
 	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
 	"github.com/kumodo/convoy-observer/health"
 	"github.com/kumodo/convoy-observer/internal/clustercache"
 	"github.com/kumodo/convoy-observer/internal/inventory"
-	"github.com/kumodo/convoy-observer/internal/rulesets"
 )
 
 // assessment is the judged observation of one Release's entries (judge).
@@ -168,9 +168,37 @@ func (h *HealthController) observeEntries(ctx context.Context, rel *v1alpha1.Rel
 }
 
 // collectRules lists the GlobalHealthRuleSets and the HealthRuleSets of rel's namespace
-// and keeps those its selectors select (docs/design.md, "Selection").
+// from the manager's cache and keeps those that rel's selectors select (docs/design.md,
+// "Selection"; "Assessment" step 1), sorted by name as health.SelectRuleSets returns
+// them. A nil selector lists nothing; a Release without spec.healthAssessment selects
+// nothing. The error names what could not be listed, or the invalid selector.
+//
+// The sets are not deep-copied out of the cache (every pass of every Release lists
+// them, and with the rule library selected that is about 70 sets and hundreds of
+// rules): they share their content with the cache and must not be modified.
+// health.EvaluatorCache and health.NewEvaluator only read them.
 func (h *HealthController) collectRules(ctx context.Context, rel *v1alpha1.Release) ([]extv1alpha1.GlobalHealthRuleSet, []extv1alpha1.HealthRuleSet, error) {
-	return rulesets.Collect(ctx, h.Reader, rel)
+	ha := rel.Spec.HealthAssessment
+	if ha == nil {
+		return nil, nil, nil
+	}
+	var globals extv1alpha1.GlobalHealthRuleSetList
+	if ha.GlobalRuleSetSelector != nil {
+		if err := h.Reader.List(ctx, &globals, client.UnsafeDisableDeepCopy); err != nil {
+			return nil, nil, fmt.Errorf("listing GlobalHealthRuleSets: %w", err)
+		}
+	}
+	var locals extv1alpha1.HealthRuleSetList
+	if ha.LocalRuleSetSelector != nil {
+		if err := h.Reader.List(ctx, &locals, client.InNamespace(rel.Namespace), client.UnsafeDisableDeepCopy); err != nil {
+			return nil, nil, fmt.Errorf("listing HealthRuleSets of namespace %s: %w", rel.Namespace, err)
+		}
+	}
+	g, l, err := health.SelectRuleSets(globals.Items, locals.Items, ha.GlobalRuleSetSelector, ha.LocalRuleSetSelector, rel.Namespace)
+	if err != nil {
+		return nil, nil, fmt.Errorf("selecting health rule sets: %w", err)
+	}
+	return g, l, nil
 }
 
 // priorAndAnchors returns each entry's state, firstUnhealthy and assessedRenderRef as

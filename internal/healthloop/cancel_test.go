@@ -15,8 +15,8 @@ import (
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
 	"github.com/kumodo/convoy-observer/internal/clustercache"
 	"github.com/kumodo/convoy-observer/internal/clustercache/fake"
-	"github.com/kumodo/convoy-observer/internal/controller/base"
-	"github.com/kumodo/convoy-observer/internal/controller/base/basetest"
+	"github.com/kumodo/convoy-observer/internal/controllerkit"
+	"github.com/kumodo/convoy-observer/internal/controllerkit/kittest"
 )
 
 // TestReleaseDeletedMidPassIsQuiet: a Release deleted after the cache served it makes
@@ -28,7 +28,7 @@ func TestReleaseDeletedMidPassIsQuiet(t *testing.T) {
 	stale := f.getRelease()
 	must(t, env.Client.Delete(f.ctx, stale))
 	f.h.Reader = staleReader{Reader: env.Client, stale: stale}
-	if _, err := f.h.syncHandler(f.ctx, f.key); !base.IsQuiet(err) {
+	if _, err := f.h.syncHandler(f.ctx, f.key); !controllerkit.IsQuiet(err) {
 		t.Fatalf("pass = %v, want a quiet error", err)
 	}
 }
@@ -91,7 +91,7 @@ func TestCancelledPassWritesNothing(t *testing.T) {
 			// (as a shutdown cancels the controller's).
 			log, sink := newRecordingLogger()
 			f.h.Log = log
-			c := basetest.Start(t, func(_ context.Context, key string) (base.Result, error) { return f.h.syncHandler(ctx, key) }, log)
+			c := kittest.Start(t, func(_ context.Context, key string) (controllerkit.Result, error) { return f.h.syncHandler(ctx, key) }, log)
 			c.Enqueue(f.key)
 			if out := c.Step(t); out.Err != nil || !out.Result.Requeue { //nolint:staticcheck // the quiet retry
 				t.Fatalf("a cancelled pass gave the controller %+v, want a rate-limited requeue without an error", out)
@@ -104,7 +104,7 @@ func TestCancelledPassWritesNothing(t *testing.T) {
 			}
 			f.expectCondition(metav1.ConditionTrue, v1alpha1.ReasonHealthy)
 			_, err := f.h.syncHandler(ctx, f.key)
-			if !base.IsQuiet(err) {
+			if !controllerkit.IsQuiet(err) {
 				t.Fatalf("a cancelled pass returned %v, want a quiet error", err)
 			}
 		})

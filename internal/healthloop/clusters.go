@@ -12,7 +12,6 @@ import (
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
 	"github.com/kumodo/convoy-observer/internal/clustercache"
-	"github.com/kumodo/convoy-observer/internal/controller/base"
 )
 
 // getCluster reads the target Cluster of rel from the cache; a nil Cluster comes with
@@ -53,11 +52,11 @@ func (h *HealthController) shardOf(rel *v1alpha1.Release, cluster *v1alpha1.Clus
 	defer func() { h.forgetUnusedCluster(unused) }()
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if old := h.clusterOf[base.KeyOf(rel)]; old != key {
+	if old := h.clusterOf[keyOf(rel)]; old != key {
 		if h.clusterOf == nil {
 			h.clusterOf, h.clusters = map[string]string{}, map[string]*clusterMemory{}
 		}
-		h.clusterOf[base.KeyOf(rel)] = key
+		h.clusterOf[keyOf(rel)] = key
 		if h.clusters[key] == nil {
 			h.clusters[key] = &clusterMemory{}
 		}

@@ -8,7 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
-	"github.com/kumodo/convoy-observer/internal/controller/base"
+	"github.com/kumodo/convoy-observer/internal/controllerkit"
 )
 
 // passResult is what one pass computed before it writes anything (docs/design.md, "The
@@ -136,13 +136,13 @@ func (h *HealthController) writeFailed(ctx context.Context, write string, err er
 	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 		writeConflicts.WithLabelValues(write).Inc()
 		h.logFrom(ctx).V(1).Info("write lost a precondition race; retrying", "write", write, "reason", err.Error())
-		return base.Quiet(err)
+		return controllerkit.Quiet(err)
 	}
 	return err
 }
 
 // failedWrites joins the errors of the failed writes of one pass; the result is
-// base.Quiet only when each of them is (a lost precondition race), so a real failure is
+// controllerkit.Quiet only when each of them is (a lost precondition race), so a real failure is
 // never logged at V(1) only.
 func failedWrites(errs ...error) error {
 	var all []error
@@ -152,7 +152,7 @@ func failedWrites(errs ...error) error {
 			continue
 		}
 		all = append(all, err)
-		quiet = quiet && base.IsQuiet(err)
+		quiet = quiet && controllerkit.IsQuiet(err)
 	}
 	switch {
 	case len(all) == 0:
@@ -160,10 +160,10 @@ func failedWrites(errs ...error) error {
 	case len(all) == 1:
 		return all[0]
 	case quiet:
-		return base.Quiet(errors.Join(all...))
+		return controllerkit.Quiet(errors.Join(all...))
 	}
 	for i, err := range all {
-		if base.IsQuiet(err) {
+		if controllerkit.IsQuiet(err) {
 			all[i] = errors.Unwrap(err) // Quiet(err) wraps err itself
 		}
 	}

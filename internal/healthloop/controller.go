@@ -23,7 +23,8 @@ import (
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
 	"github.com/kumodo/convoy-observer/health"
 	"github.com/kumodo/convoy-observer/internal/clustercache"
-	"github.com/kumodo/convoy-observer/internal/controller/base"
+	"github.com/kumodo/convoy-observer/internal/controllerkit"
+	"github.com/kumodo/convoy-observer/internal/fairshare"
 )
 
 // Waker wakes the controller-manager for one Release: POST …/releases/<name>/sync.
@@ -48,7 +49,7 @@ type HealthController struct {
 	// Clusters hands out a reader per target Cluster.
 	Clusters clustercache.ClusterCache
 	// Shards is the shard gate of this replica.
-	Shards *base.ShardGate
+	Shards *ShardGate
 	// Waker sends the sync request; nil disables wake-ups (logged once per edge).
 	Waker Waker
 	// Clock is the time source of anchors, deadlines and hook timeouts.
@@ -88,7 +89,7 @@ type HealthController struct {
 }
 
 // NewHealthController returns a loop with the real clock and default settings.
-func NewHealthController(reader client.Reader, writer client.Client, clusters clustercache.ClusterCache, shards *base.ShardGate, waker Waker) *HealthController {
+func NewHealthController(reader client.Reader, writer client.Client, clusters clustercache.ClusterCache, shards *ShardGate, waker Waker) *HealthController {
 	return &HealthController{
 		Reader:          reader,
 		Writer:          writer,
@@ -104,36 +105,36 @@ func NewHealthController(reader client.Reader, writer client.Client, clusters cl
 }
 
 // SetupWithManager registers the loop with mgr as the controller-runtime controller
-// "health" (base.ControllerOptions: workers concurrent passes, the loop's own rate
+// "health" (controllerkit.ControllerOptions: workers concurrent passes, the loop's own rate
 // limiter, panics recovered, leader election). Its watches add the keys of docs/design.md,
 // "Events that add a key": Releases and ReleaseInventories (filtered by
-// base.ReleasePredicate and base.InventoryPredicate), rule sets and Clusters (fanned out
+// ReleasePredicate and InventoryPredicate), rule sets and Clusters (fanned out
 // to their Releases, Clusters through the Release-by-Cluster field index); changes of
 // target objects and rebuilt clusters (a rotated kubeconfig Secret) come through
 // Enqueue. It returns the reconciler, whose Sync tests may wrap before mgr starts.
-func (h *HealthController) SetupWithManager(ctx context.Context, mgr manager.Manager, workers int) (*base.Reconciler, error) {
-	if err := base.IndexReleasesByCluster(ctx, mgr.GetFieldIndexer()); err != nil {
+func (h *HealthController) SetupWithManager(ctx context.Context, mgr manager.Manager, workers int) (*controllerkit.Reconciler, error) {
+	if err := IndexReleasesByCluster(ctx, mgr.GetFieldIndexer()); err != nil {
 		return nil, err
 	}
-	fan := base.ReleaseFanOut{Reader: mgr.GetCache(), Log: h.Log}
-	enq := &base.Enqueuer{}
+	fan := ReleaseFanOut{Reader: mgr.GetCache(), Log: h.Log}
+	enq := &controllerkit.Enqueuer{}
 	h.Enqueue = enq.Enqueue
 	// A changed target object wakes the Releases that read it; a rotated kubeconfig
 	// Secret wakes every Release of its Cluster.
 	h.Clusters.Watch(h.targetChanged, func(namespace, name string) { enq.Add(fan.Releases(ctx, namespace, name)...) })
-	opts := base.ControllerOptions(workers)
+	opts := controllerkit.ControllerOptions(workers)
 	opts.RateLimiter = h.rateLimiter(opts.RateLimiter)
 	opts.Logger = h.Log
 	// Keys are served round-robin across namespaces (fair.go).
-	opts.NewQueue = base.NewFairQueue(base.FairQueueOptions{Weight: h.Fair.Weight, Waited: observeQueueWait})
-	r := &base.Reconciler{Sync: h.syncHandler}
+	opts.NewQueue = fairshare.NewQueue(fairshare.QueueOptions{Weight: h.Fair.Weight, Waited: observeQueueWait})
+	r := &controllerkit.Reconciler{Sync: h.syncHandler}
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named("health").
-		For(&v1alpha1.Release{}, builder.WithPredicates(base.ReleasePredicate())).
-		Watches(&v1alpha1.ReleaseInventory{}, &handler.EnqueueRequestForObject{}, builder.WithPredicates(base.InventoryPredicate())).
+		For(&v1alpha1.Release{}, builder.WithPredicates(ReleasePredicate())).
+		Watches(&v1alpha1.ReleaseInventory{}, &handler.EnqueueRequestForObject{}, builder.WithPredicates(InventoryPredicate())).
 		Watches(&extv1alpha1.GlobalHealthRuleSet{}, handler.EnqueueRequestsFromMapFunc(fan.All)).
 		Watches(&extv1alpha1.HealthRuleSet{}, handler.EnqueueRequestsFromMapFunc(fan.InNamespace)).
-		Watches(&v1alpha1.Cluster{}, handler.EnqueueRequestsFromMapFunc(fan.OfCluster), builder.WithPredicates(base.ClusterPredicate())).
+		Watches(&v1alpha1.Cluster{}, handler.EnqueueRequestsFromMapFunc(fan.OfCluster), builder.WithPredicates(ClusterPredicate())).
 		WatchesRawSource(enq.Source()).
 		WithOptions(opts).
 		Complete(r)
@@ -144,13 +145,13 @@ func (h *HealthController) SetupWithManager(ctx context.Context, mgr manager.Man
 }
 
 // rateLimiter caps the retry delays of rl at each Release's syncPolicy.interval when
-// that is shorter than base.RetryMaxDelay (32s, the longest re-check delay): a failed
+// that is shorter than controllerkit.RetryMaxDelay (32s, the longest re-check delay): a failed
 // write is never retried later than the next re-check would have come.
 func (h *HealthController) rateLimiter(rl workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimiter[reconcile.Request] {
-	return base.WithMaxDelay(rl, func(req reconcile.Request) time.Duration {
+	return controllerkit.WithMaxDelay(rl, func(req reconcile.Request) time.Duration {
 		rel := &v1alpha1.Release{}
 		// From the cache (no request to the API server); a Release it does not hold keeps
-		// base.RetryMaxDelay.
+		// controllerkit.RetryMaxDelay.
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		if err := h.Reader.Get(ctx, req.NamespacedName, rel); err != nil {
@@ -172,18 +173,18 @@ func (h *HealthController) rateLimiter(rl workqueue.TypedRateLimiter[reconcile.R
 // (they land in the condition and the inventory); every failed write of the observer's
 // own fields and a failed sync request are returned, so the queue retries the key with
 // its rate limit. A write that lost a precondition race, and a pass cut off by shutdown,
-// are base.Quiet: retried without an error-level line. A cancelled pass writes nothing.
-func (h *HealthController) syncHandler(ctx context.Context, key string) (_ base.Result, err error) {
+// are controllerkit.Quiet: retried without an error-level line. A cancelled pass writes nothing.
+func (h *HealthController) syncHandler(ctx context.Context, key string) (_ controllerkit.Result, err error) {
 	log := h.Log.WithValues("release", key)
 	ctx = logr.NewContext(ctx, log)
 	defer func() {
 		if err != nil && ctx.Err() != nil {
-			err = base.Quiet(fmt.Errorf("pass stopped: %w", err))
+			err = controllerkit.Quiet(fmt.Errorf("pass stopped: %w", err))
 		}
 	}()
 	namespace, name, ok := strings.Cut(key, "/")
 	if !ok {
-		return base.Result{}, reconcile.TerminalError(fmt.Errorf("malformed key %q", key))
+		return controllerkit.Result{}, reconcile.TerminalError(fmt.Errorf("malformed key %q", key))
 	}
 	passesTotal.WithLabelValues(namespace).Inc()
 
@@ -194,9 +195,9 @@ func (h *HealthController) syncHandler(ctx context.Context, key string) (_ base.
 			h.forget(key)
 			h.forgetCluster(key)
 			forgetMetrics(namespace, name)
-			return base.Result{}, nil // the controller-manager deletes the inventory
+			return controllerkit.Result{}, nil // the controller-manager deletes the inventory
 		}
-		return base.Result{}, fmt.Errorf("reading Release %s: %w", key, err)
+		return controllerkit.Result{}, fmt.Errorf("reading Release %s: %w", key, err)
 	}
 	rel = rel.DeepCopy()
 
@@ -211,14 +212,14 @@ func (h *HealthController) syncHandler(ctx context.Context, key string) (_ base.
 		log.V(1).Info("skipping: the Cluster's shard belongs to another replica", "cluster", rel.Spec.ClusterRef.Name, "shard", shard)
 		h.forget(key)
 		forgetMetrics(namespace, name) // the owner of the shard exports them now
-		return base.Result{}, nil
+		return controllerkit.Result{}, nil
 	}
 
 	// The inventory, read once for the hooks and the assessment of this pass; what the
 	// pass reads from the target is tracked (watched) before it reads it.
 	inv, err := h.readInventory(ctx, rel)
 	if err != nil {
-		return base.Result{}, err
+		return controllerkit.Result{}, err
 	}
 	h.trackTargets(key, rel, cluster, inv)
 
@@ -241,7 +242,7 @@ func (h *HealthController) syncHandler(ctx context.Context, key string) (_ base.
 
 	// 6. Write, then wake the controller; then record the pass.
 	if err := h.commit(ctx, rel, inv, res); err != nil {
-		return base.Result{}, err
+		return controllerkit.Result{}, err
 	}
 	h.recordPass(ctx, rel, res)
 	pending := res.pending
@@ -277,7 +278,7 @@ func (h *HealthController) recordPass(ctx context.Context, rel *v1alpha1.Release
 	}
 	a := res.a
 	recordUnjudged(rel.Namespace, rel.Name, a.unjudged)
-	h.remember(base.KeyOf(rel), func(m *releaseMemory) { m.budgetCut = a.budgetCut > 0 })
+	h.remember(keyOf(rel), func(m *releaseMemory) { m.budgetCut = a.budgetCut > 0 })
 	if a.budgetCut > 0 {
 		budgetCuts.WithLabelValues(rel.Namespace).Inc()
 		budgetCutEntries.WithLabelValues(rel.Namespace).Add(float64(a.budgetCut))

@@ -15,7 +15,6 @@ import (
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
 	"github.com/kumodo/convoy-observer/internal/clustercache"
-	"github.com/kumodo/convoy-observer/internal/controller/base"
 )
 
 // Reasons of the Kubernetes Events (events.k8s.io/v1) that the health loop records. They
@@ -79,7 +78,7 @@ func (h *HealthController) recordHealthEvents(ctx context.Context, rel *v1alpha1
 		prevKind = priorKind(prev)
 	}
 	kind := conditionKind(hs)
-	if kind == prevKind || h.sameKind(base.KeyOf(rel), kind) {
+	if kind == prevKind || h.sameKind(keyOf(rel), kind) {
 		return
 	}
 	eventType, reason := corev1.EventTypeWarning, ""

@@ -3,213 +3,15 @@ package healthloop
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
 	"github.com/kumodo/convoy-observer/health"
+	"github.com/kumodo/convoy-observer/internal/fairshare"
 )
-
-// Fair evaluation (docs/operations.md, "Tenants and fairness").
-//
-// Rule evaluations are CPU work: a namespace whose rules are expensive (an admissible
-// nested comprehension over a large ConfigMap, a heavy regex) must not slow the passes of
-// another namespace. Every evaluation of the loop therefore goes through one evalGate:
-// at most slots evaluations run at once (GOMAXPROCS: what the cores can run; more would
-// only share the cores among more goroutines), and when evaluations wait for a slot, the
-// next one goes to the namespace that has used the least evaluation CPU, divided by its
-// weight: start-time fair queuing with the namespaces as flows, the scheme of the API
-// server's priority and fairness. A namespace that has been quiet starts at the current
-// virtual time, so it neither owes for nor saves up its quiet time. Each grant charges
-// the namespace an estimate (its recent mean CPU per evaluation), corrected by the CPU
-// that the evaluation actually used when it ends (as the API server corrects a request's
-// width by its duration), so two slots granted at once do not both go to the namespace
-// that is about to be charged.
-//
-// Within a namespace, evaluations go in the order of their passes (then first come,
-// first served): the earliest pass finishes first and frees its worker, instead of every
-// pass of a busy namespace advancing together and all finishing last.
-
-// minEstimate is the first estimate of a namespace's CPU per evaluation.
-const minEstimate = 100 * time.Microsecond
-
-// evalGate bounds the evaluations in flight and serves waiting ones fairly across
-// namespaces. The zero value is not usable: call newEvalGate.
-type evalGate struct {
-	slots int
-
-	mu      sync.Mutex
-	busy    int
-	waiting int
-	// vnow is the virtual time: the start tag of the evaluation granted last.
-	vnow  float64
-	flows map[string]*flow
-}
-
-// flow is one namespace in the gate.
-type flow struct {
-	// vtime is the namespace's virtual finish time: the CPU seconds charged to it,
-	// divided by its weight, lifted to vnow whenever it became active again.
-	vtime float64
-	// estimate is the exponentially weighted mean CPU seconds of its evaluations.
-	estimate float64
-	inflight int
-	queue    []*evalWaiter // sorted by (pass, arrival)
-}
-
-// evalWaiter is an evaluation waiting for a slot.
-type evalWaiter struct {
-	pass    uint64
-	weight  float64
-	granted chan struct{}
-	// charged is the estimate charged at the grant, set under the gate's lock.
-	charged float64
-}
-
-// newEvalGate returns a gate of slots evaluations at once; slots < 1 means GOMAXPROCS.
-func newEvalGate(slots int) *evalGate {
-	if slots < 1 {
-		slots = runtime.GOMAXPROCS(0)
-	}
-	return &evalGate{slots: slots, flows: map[string]*flow{}}
-}
-
-// evalTicket is a granted slot; release it with done.
-type evalTicket struct {
-	g         *evalGate
-	namespace string
-	weight    float64
-	charged   float64
-	// waited is how long the evaluation waited for its slot.
-	waited time.Duration
-}
-
-// acquire waits for a slot for an evaluation of namespace (weight > 0) in the pass
-// numbered pass (lower numbers are served first within the namespace). It returns
-// ctx.Err() if ctx ends first.
-func (g *evalGate) acquire(ctx context.Context, namespace string, weight float64, pass uint64) (evalTicket, error) {
-	if weight <= 0 {
-		weight = 1
-	}
-	g.mu.Lock()
-	f := g.flow(namespace)
-	if g.busy < g.slots && g.waiting == 0 {
-		charged := g.grantLocked(f, weight)
-		g.mu.Unlock()
-		return evalTicket{g: g, namespace: namespace, weight: weight, charged: charged}, nil
-	}
-	w := &evalWaiter{pass: pass, weight: weight, granted: make(chan struct{})}
-	i := len(f.queue)
-	for i > 0 && f.queue[i-1].pass > pass {
-		i--
-	}
-	f.queue = append(f.queue, nil)
-	copy(f.queue[i+1:], f.queue[i:])
-	f.queue[i] = w
-	g.waiting++
-	g.mu.Unlock()
-
-	start := time.Now()
-	select {
-	case <-w.granted:
-		return evalTicket{g: g, namespace: namespace, weight: weight, charged: w.charged, waited: time.Since(start)}, nil
-	case <-ctx.Done():
-	}
-	g.mu.Lock()
-	select {
-	case <-w.granted:
-		// Granted meanwhile: hand the slot on.
-		g.mu.Unlock()
-		evalTicket{g: g, namespace: namespace, weight: weight, charged: w.charged}.done(0)
-		return evalTicket{}, ctx.Err()
-	default:
-	}
-	for i, q := range f.queue {
-		if q == w {
-			f.queue = append(f.queue[:i], f.queue[i+1:]...)
-			g.waiting--
-			break
-		}
-	}
-	g.pruneLocked(namespace, f)
-	g.mu.Unlock()
-	return evalTicket{}, ctx.Err()
-}
-
-// done releases the slot of t and charges its namespace the evaluation's CPU time.
-func (t evalTicket) done(cpu time.Duration) {
-	g := t.g
-	if g == nil {
-		return
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	f := g.flow(t.namespace)
-	actual := cpu.Seconds()
-	f.vtime += (actual - t.charged) / t.weight
-	f.estimate = 0.8*f.estimate + 0.2*max(actual, minEstimate.Seconds())
-	f.inflight--
-	g.busy--
-	g.dispatchLocked()
-	g.pruneLocked(t.namespace, f)
-}
-
-// flow returns the flow of namespace, made on first use.
-func (g *evalGate) flow(namespace string) *flow {
-	f, ok := g.flows[namespace]
-	if !ok {
-		f = &flow{vtime: g.vnow, estimate: minEstimate.Seconds()}
-		g.flows[namespace] = f
-	}
-	return f
-}
-
-// grantLocked takes a slot for f: its start tag is its virtual time lifted to vnow, and
-// it is charged its estimate. It returns the charge.
-func (g *evalGate) grantLocked(f *flow, weight float64) float64 {
-	start := max(f.vtime, g.vnow)
-	g.vnow = start
-	f.vtime = start + f.estimate/weight
-	f.inflight++
-	g.busy++
-	return f.estimate
-}
-
-// dispatchLocked grants free slots to the waiting evaluations of the flows with the
-// lowest start tags.
-func (g *evalGate) dispatchLocked() {
-	for g.busy < g.slots && g.waiting > 0 {
-		var best *flow
-		bestTag := 0.0
-		for _, f := range g.flows {
-			if len(f.queue) == 0 {
-				continue
-			}
-			tag := max(f.vtime, g.vnow)
-			if best == nil || tag < bestTag || (tag == bestTag && f.inflight < best.inflight) {
-				best, bestTag = f, tag
-			}
-		}
-		w := best.queue[0]
-		best.queue = best.queue[1:]
-		g.waiting--
-		w.charged = g.grantLocked(best, w.weight)
-		close(w.granted)
-	}
-}
-
-// pruneLocked forgets the flow of a namespace that has nothing waiting or running and no
-// debt left (its virtual time is not ahead of vnow), so the map does not grow with every
-// namespace ever seen.
-func (g *evalGate) pruneLocked(namespace string, f *flow) {
-	if f.inflight == 0 && len(f.queue) == 0 && f.vtime <= g.vnow {
-		delete(g.flows, namespace)
-	}
-}
 
 // DefaultPassBudget is the default CEL budget of one pass over one Release, in CEL cost
 // units: 2,000 times health.CostLimit (the per-expression limit). One CostLimit is
@@ -237,7 +39,7 @@ type FairOptions struct {
 // fairState is the loop's fair-evaluation state.
 type fairState struct {
 	once sync.Once
-	gate *evalGate
+	gate *fairshare.Gate
 	pass atomic.Uint64
 }
 
@@ -253,7 +55,7 @@ type passTenant struct {
 // newPassTenant starts the fair-evaluation bookkeeping of one pass over a Release of
 // namespace.
 func (h *HealthController) newPassTenant(namespace string) *passTenant {
-	h.fair.once.Do(func() { h.fair.gate = newEvalGate(h.Fair.Slots) })
+	h.fair.once.Do(func() { h.fair.gate = fairshare.NewGate(h.Fair.Slots) })
 	w := 1.0
 	if h.Fair.Weight != nil {
 		if v := h.Fair.Weight(namespace); v > 0 {
@@ -270,13 +72,13 @@ func (h *HealthController) evaluate(ctx context.Context, pt *passTenant, ev *hea
 	if pt.meter.Exhausted() {
 		return health.Result{}, health.ErrBudgetExhausted
 	}
-	t, err := h.fair.gate.acquire(ctx, pt.namespace, pt.weight, pt.pass)
+	t, err := h.fair.gate.Acquire(ctx, pt.namespace, pt.weight, pt.pass)
 	if err != nil {
 		return health.Result{}, err
 	}
 	r, u, err := ev.EvaluateMetered(ctx, pt.meter, apiVersion, resource, object)
-	t.done(u.CPU)
-	evaluationWait.WithLabelValues(pt.namespace).Observe(t.waited.Seconds())
+	t.Done(u.CPU)
+	evaluationWait.WithLabelValues(pt.namespace).Observe(t.Waited.Seconds())
 	evaluationCPU.WithLabelValues(pt.namespace).Add(u.CPU.Seconds())
 	evaluationCost.WithLabelValues(pt.namespace).Add(float64(u.Cost))
 	return r, err

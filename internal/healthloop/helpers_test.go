@@ -12,12 +12,11 @@ import (
 
 	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
-	"github.com/kumodo/convoy-observer/internal/controller/base"
 )
 
 func clientKey(ns, name string) client.ObjectKey { return client.ObjectKey{Namespace: ns, Name: name} }
 
-func newGate(shards ...string) *base.ShardGate { return base.NewShardGate(shards) }
+func newGate(shards ...string) *ShardGate { return NewShardGate(shards) }
 
 // secret creates or replaces the Secret name with data.
 func (f *fixture) secret(name string, data map[string][]byte) {

@@ -8,7 +8,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
-	"github.com/kumodo/convoy-observer/internal/controller/base"
 	"github.com/kumodo/convoy-observer/internal/inventory"
 )
 
@@ -40,7 +39,7 @@ func (h *HealthController) readInventory(ctx context.Context, rel *v1alpha1.Rele
 		if apierrors.IsNotFound(err) {
 			return passInventory{}, nil
 		}
-		return passInventory{}, fmt.Errorf("reading ReleaseInventory %s: %w", base.KeyOf(rel), err)
+		return passInventory{}, fmt.Errorf("reading ReleaseInventory %s: %w", keyOf(rel), err)
 	}
 	own, err := inventory.ReadOwnership(inv)
 	if err != nil {

@@ -15,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
-	"github.com/kumodo/convoy-observer/internal/controller/base"
 	"github.com/kumodo/convoy-observer/internal/inventory"
 )
 
@@ -244,7 +243,7 @@ type owedSync struct {
 // process has paid already (its removal failed, or the cache has not seen the removal
 // yet) is only removed, not paid again.
 func (h *HealthController) openOwed(ctx context.Context, rel *v1alpha1.Release, inv passInventory, res passResult) (*owedSync, error) {
-	key := base.KeyOf(rel)
+	key := keyOf(rel)
 	st, err := h.owedFor(ctx, key, rel, inv)
 	if err != nil {
 		return nil, err

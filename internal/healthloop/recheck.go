@@ -4,7 +4,7 @@ import (
 	"time"
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
-	"github.com/kumodo/convoy-observer/internal/controller/base"
+	"github.com/kumodo/convoy-observer/internal/controllerkit"
 )
 
 // Pending targets of the re-check backoff (docs/design.md, "Re-check backoff").
@@ -15,7 +15,7 @@ const (
 	targetAssessment = "assessment"
 	// targetUnowned is pending while the inventory's entries are owned by no field
 	// manager: an apply that only adds the managedFields changes no field that wakes the
-	// loop (base.InventoryChanged).
+	// loop (InventoryChanged).
 	targetUnowned = "unowned-entries"
 )
 
@@ -72,7 +72,7 @@ func (a *assessment) pendingTargets(hs healthStatus) []string {
 // no longer pending are cleared; the shortest delay wins, so a new pending target brings
 // the delay back to 2s. With no pending target the counts clear and the key comes back
 // after syncPolicy.interval, or only on events when there is none.
-func (h *HealthController) scheduleHealthRecheck(key string, rel *v1alpha1.Release, pending []string) base.Result {
+func (h *HealthController) scheduleHealthRecheck(key string, rel *v1alpha1.Release, pending []string) controllerkit.Result {
 	interval, _ := rel.GetInterval()
 	var delay time.Duration
 	h.remember(key, func(m *releaseMemory) {
@@ -92,9 +92,9 @@ func (h *HealthController) scheduleHealthRecheck(key string, rel *v1alpha1.Relea
 		}
 	})
 	if len(pending) == 0 {
-		return base.Result{RequeueAfter: interval}
+		return controllerkit.Result{RequeueAfter: interval}
 	}
-	return base.Result{RequeueAfter: h.jitter(delay)}
+	return controllerkit.Result{RequeueAfter: h.jitter(delay)}
 }
 
 // jitter stretches d by a random factor in [1.0, 1.2).

@@ -15,8 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
-	"github.com/kumodo/convoy-observer/internal/controller/base"
-	"github.com/kumodo/convoy-observer/internal/controller/base/basetest"
+	"github.com/kumodo/convoy-observer/internal/controllerkit"
+	"github.com/kumodo/convoy-observer/internal/controllerkit/kittest"
 	"github.com/kumodo/convoy-observer/internal/inventory"
 )
 
@@ -117,10 +117,10 @@ func newRecordingLogger() (logr.Logger, *recordingSink) { s := &recordingSink{};
 // queueFor runs f's loop in a real controller-runtime controller (the loop's options,
 // queue and rate limiter), one pass per Step, so a test sees what the queue does with a
 // pass's outcome. The controller and the loop log to the returned sink.
-func (f *fixture) queueFor() (*basetest.Loop, *recordingSink) {
+func (f *fixture) queueFor() (*kittest.Loop, *recordingSink) {
 	log, sink := newRecordingLogger()
 	f.h.Log = log
-	return basetest.Start(f.t, f.h.syncHandler, log), sink
+	return kittest.Start(f.t, f.h.syncHandler, log), sink
 }
 
 // TestFailedHookWriteIsRetried: a hooks write that
@@ -191,8 +191,8 @@ func TestRetryDelayIsCapped(t *testing.T) {
 	}{{0, 32 * time.Second}, {5 * time.Second, 5 * time.Second}, {time.Minute, 32 * time.Second}} {
 		f := newFixture(t)
 		f.readyRelease(0, c.interval)
-		rl := f.h.rateLimiter(base.NewRateLimiter())
-		req := base.RequestOf(f.key)
+		rl := f.h.rateLimiter(controllerkit.NewRateLimiter())
+		req := controllerkit.RequestOf(f.key)
 		var d time.Duration
 		for i := 0; i < 40; i++ {
 			if d = rl.When(req); d > c.want {

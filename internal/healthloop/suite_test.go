@@ -27,7 +27,7 @@ import (
 	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
 	"github.com/kumodo/convoy-observer/internal/clustercache"
-	"github.com/kumodo/convoy-observer/internal/controller/base"
+	"github.com/kumodo/convoy-observer/internal/controllerkit"
 	"github.com/kumodo/convoy-observer/internal/kubeconfig"
 	"github.com/kumodo/convoy-observer/internal/syncapi/apiserver"
 	syncapiclient "github.com/kumodo/convoy-observer/internal/syncapi/client"
@@ -122,7 +122,7 @@ func (f *fixture) newController() *HealthController {
 	// server are http (the refusal itself is internal/kubeconfig's test).
 	clusters := clustercache.New(clustercache.Options{Local: env.Config, SecretReader: env.Client,
 		Kubeconfig: kubeconfig.Options{AllowInsecureHTTP: true}})
-	h := NewHealthController(env.Client, env.Client, clusters, base.NewShardGate(nil),
+	h := NewHealthController(env.Client, env.Client, clusters, NewShardGate(nil),
 		&syncapiclient.Client{BaseURL: f.api.URL})
 	h.Clock = f.clock
 	h.Rand = func() float64 { return 0 }
@@ -217,7 +217,7 @@ func (f *fixture) lastAttempted(render string) {
 }
 
 // pass runs one syncHandler pass and fails the test on error.
-func (f *fixture) pass() base.Result {
+func (f *fixture) pass() controllerkit.Result {
 	f.t.Helper()
 	res, err := f.h.syncHandler(f.ctx, f.key)
 	if err != nil {

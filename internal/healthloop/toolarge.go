@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
-	"github.com/kumodo/convoy-observer/internal/controller/base"
 )
 
 // A write refused as too large (docs/design.md, "The write protocol") is said once and
@@ -164,7 +163,7 @@ func (c *committer) refused(ctx context.Context, prev *metav1.Condition, r *refu
 	}
 	ref := &refusal{uid: c.inv.UID, resourceVersions: []string{c.inv.ResourceVersion, c.rv},
 		generation: c.rel.Generation, until: c.h.Clock.Now().Add(window)}
-	c.h.remember(base.KeyOf(c.rel), func(m *releaseMemory) { m.refused = ref })
+	c.h.remember(keyOf(c.rel), func(m *releaseMemory) { m.refused = ref })
 	return nil
 }
 

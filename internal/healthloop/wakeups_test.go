@@ -22,7 +22,7 @@ import (
 	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
 	"github.com/kumodo/convoy-observer/internal/clustercache"
-	"github.com/kumodo/convoy-observer/internal/controller/base"
+	"github.com/kumodo/convoy-observer/internal/controllerkit"
 )
 
 // passCounter counts the passes of each key.
@@ -31,8 +31,8 @@ type passCounter struct {
 	passes map[string]int
 }
 
-func (p *passCounter) wrap(sync base.SyncFunc) base.SyncFunc {
-	return func(ctx context.Context, key string) (base.Result, error) {
+func (p *passCounter) wrap(sync controllerkit.SyncFunc) controllerkit.SyncFunc {
+	return func(ctx context.Context, key string) (controllerkit.Result, error) {
 		res, err := sync(ctx, key)
 		p.mu.Lock()
 		p.passes[key]++

@@ -18,7 +18,6 @@ import (
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
 	acv1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1/applyconfiguration/api/v1alpha1"
 	"github.com/kumodo/convoy-observer/health"
-	"github.com/kumodo/convoy-observer/internal/controller/base"
 	"github.com/kumodo/convoy-observer/internal/inventory"
 )
 
@@ -81,7 +80,7 @@ func (h *HealthController) writeInventoryHealth(ctx context.Context, a *assessme
 	// The cache may not show this process's last entries apply yet: skip only when that
 	// apply sent the same list. Else the apply goes out with the cache's resourceVersion,
 	// which fails as a conflict when the cache lags, and the retry reads a fresher one.
-	key := base.KeyOf(a.inv)
+	key := keyOf(a.inv)
 	sum := entriesSum(list)
 	if last := h.recall(key); unchanged && (!last.entriesWritten || last.entriesSum == sum) {
 		return rv, nil
@@ -208,7 +207,7 @@ func (a *assessment) healthStatus(rel *v1alpha1.Release) healthStatus {
 // status does.
 func (h *HealthController) writeHealth(ctx context.Context, rel *v1alpha1.Release, hs healthStatus) error {
 	recordSummary(rel.Namespace, rel.Name, hs.summary)
-	key := base.KeyOf(rel)
+	key := keyOf(rel)
 	same := func(c *metav1.Condition, summary *v1alpha1.HealthSummary) bool {
 		return c != nil && c.Status == hs.status && c.Reason == hs.reason && c.Message == truncateCondition(hs.message) &&
 			c.ObservedGeneration == rel.Generation && equality.Semantic.DeepEqual(summary, hs.summary)

@@ -28,7 +28,7 @@ import (
 	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
 	"github.com/kumodo/convoy-observer/internal/clustercache"
-	"github.com/kumodo/convoy-observer/internal/controller/base"
+	"github.com/kumodo/convoy-observer/internal/fairshare"
 	"github.com/kumodo/convoy-observer/internal/healthloop"
 	"github.com/kumodo/convoy-observer/internal/kubeconfig"
 	"github.com/kumodo/convoy-observer/internal/scheme"
@@ -124,7 +124,7 @@ const EventSource = "convoy-observer"
 // digits of the SHA-256 of the exact names (at most 63 characters in all), so two different shard sets (say "a-b" and
 // {"a", "b"}, or "default" and the default shard) never share a Lease.
 func LeaseName(shards []string) string {
-	shards = base.NewShardGate(shards).Shards() // sorted, de-duplicated; none => [""]
+	shards = healthloop.NewShardGate(shards).Shards() // sorted, de-duplicated; none => [""]
 	if len(shards) == 1 && shards[0] == "" {
 		return "convoy-observer-shard-default"
 	}
@@ -156,7 +156,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, err
 	if o.ProbeAddr == "" {
 		o.ProbeAddr = "0"
 	}
-	gate := base.NewShardGate(o.Shards)
+	gate := healthloop.NewShardGate(o.Shards)
 	opts := ctrl.Options{
 		Scheme:                        scheme.New(),
 		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr},
@@ -252,10 +252,10 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, err
 	}
 	h.Fair.Slots = o.EvaluationSlots
 	if o.NamespaceWeightLabel != "" {
-		if _, err := mgr.GetCache().GetInformer(ctx, namespaceMetadata()); err != nil {
+		if _, err := mgr.GetCache().GetInformer(ctx, fairshare.NamespaceMetadata()); err != nil {
 			return nil, fmt.Errorf("watching Namespaces for --namespace-weight-label: %w", err)
 		}
-		h.Fair.Weight = namespaceWeights(ctx, mgr.GetCache(), o.NamespaceWeightLabel)
+		h.Fair.Weight = fairshare.NamespaceWeights(ctx, mgr.GetCache(), o.NamespaceWeightLabel)
 	}
 	// Events (events.k8s.io/v1) through the manager's recorder: its broadcaster merges
 	// repeats of one Event into a series.

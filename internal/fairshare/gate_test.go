@@ -1,4 +1,4 @@
-package healthloop
+package fairshare
 
 import (
 	"context"
@@ -7,21 +7,21 @@ import (
 	"time"
 )
 
-// gateRun drives an evalGate by hand: each evaluation waits until the test finishes it,
+// gateRun drives an Gate by hand: each evaluation waits until the test finishes it,
 // and the order of the grants is recorded.
 type gateRun struct {
 	t      *testing.T
-	g      *evalGate
+	g      *Gate
 	active chan gateGrant
 }
 
 type gateGrant struct {
 	name   string
-	ticket evalTicket
+	ticket Ticket
 }
 
 func newGateRun(t *testing.T, slots int) *gateRun {
-	return &gateRun{t: t, g: newEvalGate(slots), active: make(chan gateGrant, 10000)}
+	return &gateRun{t: t, g: NewGate(slots), active: make(chan gateGrant, 10000)}
 }
 
 // submit starts an evaluation of namespace in pass, named name, and returns once it is
@@ -29,7 +29,7 @@ func newGateRun(t *testing.T, slots int) *gateRun {
 func (r *gateRun) submit(namespace, name string, weight float64, pass uint64) {
 	n0 := r.inGate()
 	go func() {
-		t, err := r.g.acquire(context.Background(), namespace, weight, pass)
+		t, err := r.g.Acquire(context.Background(), namespace, weight, pass)
 		if err != nil {
 			r.t.Error(err)
 			return
@@ -51,7 +51,7 @@ func (r *gateRun) inGate() int {
 // finishNext finishes the evaluation granted next, charging it cpu, and returns its name.
 func (r *gateRun) finishNext(cpu time.Duration) string {
 	g := <-r.active
-	g.ticket.done(cpu)
+	g.ticket.Done(cpu)
 	return g.name
 }
 
@@ -141,14 +141,14 @@ func TestGateServesEarlierPassFirst(t *testing.T) {
 // slot; the gate then forgets the idle namespace.
 func TestGateCancelledWaiter(t *testing.T) {
 	t.Parallel()
-	g := newEvalGate(1)
-	hold, err := g.acquire(context.Background(), "a", 1, 0)
+	g := NewGate(1)
+	hold, err := g.Acquire(context.Background(), "a", 1, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error)
-	go func() { _, err := g.acquire(ctx, "b", 1, 1); errc <- err }()
+	go func() { _, err := g.Acquire(ctx, "b", 1, 1); errc <- err }()
 	for {
 		g.mu.Lock()
 		w := g.waiting
@@ -162,7 +162,7 @@ func TestGateCancelledWaiter(t *testing.T) {
 	if err := <-errc; !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled waiter: %v", err)
 	}
-	hold.done(time.Millisecond)
+	hold.Done(time.Millisecond)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.busy != 0 || g.waiting != 0 {

@@ -1,4 +1,4 @@
-package base
+package fairshare
 
 import (
 	"math"
@@ -10,8 +10,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
-// FairQueueOptions configure NewFairQueue.
-type FairQueueOptions struct {
+// QueueOptions configure NewQueue.
+type QueueOptions struct {
 	// Weight returns the weight of a namespace (a namespace of weight 2 gets two keys
 	// served per round of the others' one); nil, or a value <= 0, means 1.
 	Weight func(namespace string) float64
@@ -20,7 +20,7 @@ type FairQueueOptions struct {
 	Waited func(namespace string, wait time.Duration)
 }
 
-// NewFairQueue returns a controller.Options.NewQueue: controller-runtime's priority queue
+// NewQueue returns a controller.Options.NewQueue: controller-runtime's priority queue
 // (pkg/controller/priorityqueue: de-duplicated keys, delayed and rate-limited adds, a
 // key never handed to two workers) whose keys are served round-robin across namespaces.
 //
@@ -33,7 +33,7 @@ type FairQueueOptions struct {
 // (weight keys) of each namespace ahead of it. A key already queued keeps its place.
 // GetWithPriority returns the priority asked for, so a requeue does not lower a key
 // twice.
-func NewFairQueue(o FairQueueOptions) func(name string, rl workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
+func NewQueue(o QueueOptions) func(name string, rl workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
 	return func(name string, rl workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
 		return &fairQueue{
 			PriorityQueue: priorityqueue.New(name, func(po *priorityqueue.Opts[reconcile.Request]) { po.RateLimiter = rl }),
@@ -48,7 +48,7 @@ func NewFairQueue(o FairQueueOptions) func(name string, rl workqueue.TypedRateLi
 // fairQueue is NewFairQueue's queue.
 type fairQueue struct {
 	priorityqueue.PriorityQueue[reconcile.Request]
-	opts FairQueueOptions
+	opts QueueOptions
 	now  func() time.Time
 
 	mu     sync.Mutex

@@ -1,4 +1,4 @@
-package base
+package healthloop
 
 import (
 	"context"
@@ -82,8 +82,8 @@ func ClusterChanged(old, cur *v1alpha1.Cluster) bool {
 		!reflect.DeepEqual(old.Spec, cur.Spec)
 }
 
-// KeyOf returns the namespace/name key of obj.
-func KeyOf(obj client.Object) string {
+// keyOf returns the namespace/name key of obj.
+func keyOf(obj client.Object) string {
 	return toolscache.MetaObjectToName(obj).String()
 }
 

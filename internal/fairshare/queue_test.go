@@ -1,4 +1,4 @@
-package base
+package fairshare
 
 import (
 	"fmt"
@@ -8,16 +8,18 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/kumodo/convoy-observer/internal/controllerkit"
 )
 
-func newTestFairQueue(t *testing.T, o FairQueueOptions) *fairQueue {
+func newTestFairQueue(t *testing.T, o QueueOptions) *fairQueue {
 	t.Helper()
-	q := NewFairQueue(o)(fmt.Sprintf("fair-%s", t.Name()), NewRateLimiter()).(*fairQueue)
+	q := NewQueue(o)(fmt.Sprintf("fair-%s", t.Name()), controllerkit.NewRateLimiter()).(*fairQueue)
 	t.Cleanup(q.ShutDown)
 	return q
 }
 
-func req(ns, name string) reconcile.Request { return RequestOf(ns + "/" + name) }
+func req(ns, name string) reconcile.Request { return controllerkit.RequestOf(ns + "/" + name) }
 
 // waitLen waits until the queue holds n ready keys (adds are buffered).
 func waitLen(t *testing.T, q *fairQueue, n int) {
@@ -36,7 +38,7 @@ func waitLen(t *testing.T, q *fairQueue, n int) {
 // keys all follow in the order they came.
 func TestFairQueueQuietNamespaceFirst(t *testing.T) {
 	t.Parallel()
-	q := newTestFairQueue(t, FairQueueOptions{})
+	q := newTestFairQueue(t, QueueOptions{})
 	for i := range 1000 {
 		q.Add(req("team-a", fmt.Sprint(i)))
 	}
@@ -62,7 +64,7 @@ func TestFairQueueQuietNamespaceFirst(t *testing.T) {
 // three keys for each one of a namespace of weight 1.
 func TestFairQueueWeights(t *testing.T) {
 	t.Parallel()
-	q := newTestFairQueue(t, FairQueueOptions{Weight: func(ns string) float64 {
+	q := newTestFairQueue(t, QueueOptions{Weight: func(ns string) float64 {
 		if ns == "heavy" {
 			return 3
 		}
@@ -90,7 +92,7 @@ func TestFairQueueWeights(t *testing.T) {
 func TestFairQueuePriorities(t *testing.T) {
 	t.Parallel()
 	waited := map[string]int{}
-	q := newTestFairQueue(t, FairQueueOptions{Waited: func(ns string, d time.Duration) {
+	q := newTestFairQueue(t, QueueOptions{Waited: func(ns string, d time.Duration) {
 		if d < 0 {
 			t.Errorf("negative wait %v", d)
 		}

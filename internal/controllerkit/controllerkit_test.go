@@ -1,4 +1,4 @@
-package base_test
+package controllerkit_test
 
 import (
 	"context"
@@ -11,17 +11,17 @@ import (
 	"github.com/go-logr/logr"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/kumodo/convoy-observer/internal/controller/base"
-	"github.com/kumodo/convoy-observer/internal/controller/base/basetest"
+	"github.com/kumodo/convoy-observer/internal/controllerkit"
+	"github.com/kumodo/convoy-observer/internal/controllerkit/kittest"
 )
 
-var app1 = base.RequestOf("demo/app1")
+var app1 = controllerkit.RequestOf("demo/app1")
 
 // TestRateLimiterSaturates: 5ms doubling to 32s, the longest re-check delay: the 13th
 // failure waits 20.48s and every later one 32s, never 0 or negative; Forget starts over.
 func TestRateLimiterSaturates(t *testing.T) {
 	t.Parallel()
-	rl := base.NewRateLimiter()
+	rl := controllerkit.NewRateLimiter()
 	for i := 1; i <= 100; i++ {
 		d := rl.When(app1)
 		switch {
@@ -45,8 +45,8 @@ func TestRateLimiterSaturates(t *testing.T) {
 // limiter's own.
 func TestWithMaxDelay(t *testing.T) {
 	t.Parallel()
-	other := base.RequestOf("demo/other")
-	rl := base.WithMaxDelay(base.NewRateLimiter(), func(r reconcile.Request) time.Duration {
+	other := controllerkit.RequestOf("demo/other")
+	rl := controllerkit.WithMaxDelay(controllerkit.NewRateLimiter(), func(r reconcile.Request) time.Duration {
 		if r == app1 {
 			return 3 * time.Second
 		}
@@ -55,12 +55,12 @@ func TestWithMaxDelay(t *testing.T) {
 	var a, o time.Duration
 	for i := 0; i < 30; i++ {
 		a, o = rl.When(app1), rl.When(other)
-		if a > 3*time.Second || o > base.RetryMaxDelay {
+		if a > 3*time.Second || o > controllerkit.RetryMaxDelay {
 			t.Fatalf("failure %d waits %v and %v", i+1, a, o)
 		}
 	}
-	if a != 3*time.Second || o != base.RetryMaxDelay {
-		t.Fatalf("saturated at %v and %v, want 3s and %v", a, o, base.RetryMaxDelay)
+	if a != 3*time.Second || o != controllerkit.RetryMaxDelay {
+		t.Fatalf("saturated at %v and %v, want 3s and %v", a, o, controllerkit.RetryMaxDelay)
 	}
 	if rl.Forget(app1); rl.When(app1) != 5*time.Millisecond {
 		t.Fatal("Forget did not reach the inner limiter")
@@ -71,8 +71,8 @@ func TestWithMaxDelay(t *testing.T) {
 // count, so the next error retries from the base delay (shared/cases 24).
 func TestScheduledRecheckForgets(t *testing.T) {
 	t.Parallel()
-	loop := basetest.Start(t, func(context.Context, string) (base.Result, error) {
-		return base.Result{RequeueAfter: time.Hour}, nil
+	loop := kittest.Start(t, func(context.Context, string) (controllerkit.Result, error) {
+		return controllerkit.Result{RequeueAfter: time.Hour}, nil
 	}, logr.Discard())
 	for i := 0; i < 19; i++ { // 19 earlier failures
 		loop.Limiter().When(app1)
@@ -94,7 +94,7 @@ func TestScheduledRecheckForgets(t *testing.T) {
 // their own.
 func TestLoopsHaveTheirOwnLimiter(t *testing.T) {
 	t.Parallel()
-	a, b := base.ControllerOptions(1).RateLimiter, base.ControllerOptions(1).RateLimiter
+	a, b := controllerkit.ControllerOptions(1).RateLimiter, controllerkit.ControllerOptions(1).RateLimiter
 	for i := 0; i < 3; i++ {
 		a.When(app1)
 	}
@@ -109,13 +109,13 @@ func TestLoopsHaveTheirOwnLimiter(t *testing.T) {
 func TestPanicIsAnError(t *testing.T) {
 	t.Parallel()
 	calls := 0
-	loop := basetest.Start(t, func(context.Context, string) (base.Result, error) {
+	loop := kittest.Start(t, func(context.Context, string) (controllerkit.Result, error) {
 		calls++
 		if calls == 1 {
 			var m map[string]int
 			m["boom"]++ // nil map write panics
 		}
-		return base.Result{}, nil
+		return controllerkit.Result{}, nil
 	}, logr.Discard())
 	loop.Enqueue("demo/app1")
 	if out := loop.Step(t); !out.Panicked {
@@ -135,8 +135,8 @@ func TestPanicIsAnError(t *testing.T) {
 // TestTerminalErrorIsDropped: a terminal error is not retried.
 func TestTerminalErrorIsDropped(t *testing.T) {
 	t.Parallel()
-	loop := basetest.Start(t, func(context.Context, string) (base.Result, error) {
-		return base.Result{}, reconcile.TerminalError(errors.New("malformed"))
+	loop := kittest.Start(t, func(context.Context, string) (controllerkit.Result, error) {
+		return controllerkit.Result{}, reconcile.TerminalError(errors.New("malformed"))
 	}, logr.Discard())
 	loop.Enqueue("bad key")
 	loop.Step(t)
@@ -179,11 +179,11 @@ func (s *errorSink) get() (errors, debug []string) {
 func TestQuietErrorIsRetriedAtV1(t *testing.T) {
 	t.Parallel()
 	sink := &errorSink{}
-	loop := basetest.Start(t, func(_ context.Context, key string) (base.Result, error) {
+	loop := kittest.Start(t, func(_ context.Context, key string) (controllerkit.Result, error) {
 		if key == "demo/app1" {
-			return base.Result{}, fmt.Errorf("applying hooks: %w", base.Quiet(errors.New("conflict")))
+			return controllerkit.Result{}, fmt.Errorf("applying hooks: %w", controllerkit.Quiet(errors.New("conflict")))
 		}
-		return base.Result{}, errors.New("loud")
+		return controllerkit.Result{}, errors.New("loud")
 	}, logr.New(sink))
 	loop.Enqueue("demo/app1")
 	loop.Step(t)

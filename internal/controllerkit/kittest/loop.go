@@ -1,13 +1,13 @@
-// Package basetest runs a loop's sync function inside a real controller-runtime
-// controller built from base.ControllerOptions (its queue, its rate limiter, its panic
-// recovery, base.Reconciler), one pass at a time, so tests see what the queue does with
+// Package kittest runs a loop's sync function inside a real controller-runtime
+// controller built from controllerkit.ControllerOptions (its queue, its rate limiter, its panic
+// recovery, controllerkit.Reconciler), one pass at a time, so tests see what the queue does with
 // the outcome of a pass: a rate-limited retry, a scheduled re-check, or nothing.
 //
-//	loop := basetest.Start(t, h.syncHandler, log)
+//	loop := kittest.Start(t, h.syncHandler, log)
 //	loop.Enqueue("demo/app1")
 //	out := loop.Step(t)               // lets one pass run and waits until the queue handled it
 //	n := loop.NumRequeues("demo/app1") // rate-limited retries asked since the last Forget
-package basetest
+package kittest
 
 import (
 	"context"
@@ -23,7 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
-	"github.com/kumodo/convoy-observer/internal/controller/base"
+	"github.com/kumodo/convoy-observer/internal/controllerkit"
 )
 
 // stepTimeout bounds each wait of Step: for a key to come back to the queue, and for a
@@ -51,11 +51,11 @@ type Loop struct {
 	retries map[reconcile.Request]int
 }
 
-// Start runs sync in a controller with one worker, base.ControllerOptions and log as the
+// Start runs sync in a controller with one worker, controllerkit.ControllerOptions and log as the
 // controller's logger, until the test ends.
-func Start(t testing.TB, sync base.SyncFunc, log logr.Logger) *Loop {
+func Start(t testing.TB, sync controllerkit.SyncFunc, log logr.Logger) *Loop {
 	t.Helper()
-	opts := base.ControllerOptions(1)
+	opts := controllerkit.ControllerOptions(1)
 	l := &Loop{
 		limiter:  opts.RateLimiter,
 		tokens:   make(chan struct{}),
@@ -67,7 +67,7 @@ func Start(t testing.TB, sync base.SyncFunc, log logr.Logger) *Loop {
 	skip := true
 	opts.SkipNameValidation = &skip
 	opts.Logger = log
-	inner := &base.Reconciler{Sync: sync}
+	inner := &controllerkit.Reconciler{Sync: sync}
 	opts.Reconciler = reconcile.Func(func(ctx context.Context, req reconcile.Request) (res reconcile.Result, err error) {
 		select {
 		case <-l.tokens:
@@ -123,7 +123,7 @@ func (l *Loop) Enqueue(key string) {
 	l.mu.Lock()
 	q := l.queue
 	l.mu.Unlock()
-	q.Add(base.RequestOf(key))
+	q.Add(controllerkit.RequestOf(key))
 }
 
 // Step lets the next pass run, waiting at most 10s for a key, and returns its outcome
@@ -155,7 +155,7 @@ func (l *Loop) Step(t testing.TB) Outcome {
 func (l *Loop) NumRequeues(key string) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.retries[base.RequestOf(key)]
+	return l.retries[controllerkit.RequestOf(key)]
 }
 
 // Limiter is the controller's rate limiter (to simulate earlier failures).
@@ -165,7 +165,7 @@ func (l *Loop) Limiter() workqueue.TypedRateLimiter[reconcile.Request] { return 
 func (l *Loop) Adds(key string) []priorityqueue.AddOpts {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return append([]priorityqueue.AddOpts(nil), l.adds[base.RequestOf(key)]...)
+	return append([]priorityqueue.AddOpts(nil), l.adds[controllerkit.RequestOf(key)]...)
 }
 
 func keyOf(req reconcile.Request) string {

@@ -1,4 +1,4 @@
-package observer
+package fairshare
 
 import (
 	"context"
@@ -10,13 +10,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// namespaceWeights returns the weight of each namespace from the value of its label
+// NamespaceWeights returns the weight of each namespace from the value of its label
 // (a positive number, at most 1000; anything else, or no label, is 1), read from
 // the Namespaces' metadata in reader (the manager's cache; New starts its informer, so a
 // read never waits for a first list).
-func namespaceWeights(ctx context.Context, reader client.Reader, label string) func(string) float64 {
+func NamespaceWeights(ctx context.Context, reader client.Reader, label string) func(string) float64 {
 	return func(namespace string) float64 {
-		ns := namespaceMetadata()
+		ns := NamespaceMetadata()
 		if err := reader.Get(ctx, client.ObjectKey{Name: namespace}, ns); err != nil {
 			return 1
 		}
@@ -24,8 +24,8 @@ func namespaceWeights(ctx context.Context, reader client.Reader, label string) f
 	}
 }
 
-// namespaceMetadata is an empty Namespace metadata object, for the cache.
-func namespaceMetadata() *metav1.PartialObjectMetadata {
+// NamespaceMetadata is an empty Namespace metadata object, for the cache.
+func NamespaceMetadata() *metav1.PartialObjectMetadata {
 	ns := &metav1.PartialObjectMetadata{}
 	ns.SetGroupVersionKind(schema.GroupVersionKind{Version: "v1", Kind: "Namespace"})
 	return ns
