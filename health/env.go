@@ -34,14 +34,17 @@ var CompatibilityVersion = version.MajorMinor(1, 37)
 // celEnv is everything built once from the base environment.
 type celEnv struct {
 	// compile is the API server's base environment at CompatibilityVersion, extended
-	// with the object variable. Expressions are parsed and type-checked here, and
-	// programs that need runtime cost tracking (comprehensions) are planned here with
-	// the base environment's program options (cost tracking, the per-call cost limit).
+	// with the object variable. Expressions are parsed and type-checked here; no
+	// program is planned here, since its program options (cel-go's runtime cost
+	// tracking, the per-call cost limit, the regex optimization) are what the call guard
+	// replaces.
 	compile *cel.Env
-	// plan holds the same declarations and function implementations as compile but no
-	// program options: programs without comprehensions are planned here, without
-	// runtime cost tracking. Their cost is bounded by their size plus the calls, which
-	// the call guard charges before they run (see guard.go).
+	// plan holds the same declarations and function implementations as compile but
+	// none of its program options: every program is planned here, with the call guard
+	// (see guard.go), which charges every call from its arguments before it runs and, in
+	// an expression with comprehensions, every step. An expression without
+	// comprehensions does at most as many steps as it has nodes besides its calls, so
+	// there only its calls are charged.
 	plan *cel.Env
 	// overloads maps overload IDs and function names to their implementations, for the
 	// call guard.

@@ -66,8 +66,10 @@ func (a *evalActivation) ResolveName(name string) (any, bool) {
 // Parent returns nil: the activation is the root.
 func (a *evalActivation) Parent() interpreter.Activation { return nil }
 
-// remainingBudget returns the budget left in the evaluation of act (CostLimit when act
-// is not one of ours: a program run outside Evaluate still has a per-call bound).
+// budgetOf returns the activation that holds the budget of the evaluation act belongs
+// to (found through cel-go's frames and child activations), or nil when act is not one
+// of ours: a program run outside Evaluate then has no budget per expression, and
+// charge bounds each call by CostLimit on its own.
 func budgetOf(act interpreter.Activation) *evalActivation {
 	for act != nil {
 		switch a := act.(type) {
