@@ -15,6 +15,7 @@ import (
 	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
 	"github.com/kumodo/convoy-observer/health"
+	"github.com/kumodo/convoy-observer/health/celbound"
 	"github.com/kumodo/convoy-observer/internal/clustercache"
 	"github.com/kumodo/convoy-observer/internal/controller/base"
 	"github.com/kumodo/convoy-observer/internal/inventory"
@@ -226,7 +227,7 @@ func (h *HealthController) assessItem(ctx context.Context, pt *passTenant, ev *h
 		case err == nil:
 			var evalErr error
 			if res, evalErr = h.evaluate(ctx, pt, ev, e.APIVersion(), e.Resource, obj.Object); evalErr != nil {
-				if errors.Is(evalErr, health.ErrBudgetExhausted) {
+				if errors.Is(evalErr, celbound.ErrBudgetExhausted) {
 					return h.budgetCut(r), nil
 				}
 				return r, evalErr // ctx ended: the pass writes nothing
