@@ -16,8 +16,8 @@ import (
 // with ContextEval, which Activation.Eval uses with a context). A call whose work
 // outgrows its arguments must be charged before it runs, so the guard (guard.go) replaces
 // call nodes through cel-go's public decorator hook and must then call the
-// implementation itself. That, and
-// two shortcuts, lean on how cel-go v0.29 builds its nodes:
+// implementation itself. That, and two shortcuts, lean on how cel-go v0.29 builds its
+// nodes:
 //
 //   - dispatch1, dispatch2 and callN call an overload the way cel-go's evalUnary,
 //     evalBinary and evalVarArgs do (operand trait check, receiver types, error labels);
@@ -30,9 +30,9 @@ import (
 // TestCelGoCouplings fails, naming the coupling, when the version differs from
 // checkedCelGoVersion, when has() is planned as another type, or when list + list returns
 // another type; then compare dispatch1/dispatch2/callN with evalUnary, evalBinary and
-// evalVarArgs of cel-go's package interpreter, run the differential
-// test (guarded and plain cel-go agree on every rule of the library and the test cases)
-// and the bounds tests, and raise checkedCelGoVersion.
+// evalVarArgs of cel-go's package interpreter, run the differential test (guarded and
+// plain cel-go agree on every rule of the library and the test cases) and the bounds
+// tests, and raise checkedCelGoVersion.
 
 // checkedCelGoVersion is the cel-go release these couplings were last checked against.
 const checkedCelGoVersion = "v0.29.2"

@@ -9,10 +9,11 @@ import (
 )
 
 // A field path on the variable (`object.status.replicas`, `has(object.status)` in health
-// rules) is what rules do most. cel-go resolves one through an attribute, a chain of qualifiers and
-// several interface calls per step; fastPath walks the object's maps directly, and hands
-// every case it does not take (a missing key, a value that is not a map, an optional
-// selection) back to cel-go's own node, so the results and error messages stay cel-go's.
+// rules) is what rules do most. cel-go resolves one through an attribute, a chain of
+// qualifiers and several interface calls per step; fastPath walks the object's maps
+// directly, and hands every case it does not take (a missing key, a value that is not a
+// map, an optional selection) back to cel-go's own node, so the results and error
+// messages stay cel-go's.
 // It is used in expressions without comprehensions only, where no iteration variable
 // can shadow the variable.
 

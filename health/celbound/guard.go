@@ -60,13 +60,14 @@ type Guard struct {
 // variable is variable (the value an Activation binds).
 //
 // The programs are not planned in env itself, since cel-go adds env's program options
-// to every program and cannot take one away: the cost tracker and cost limit that
-// Kubernetes' base environment sets charge a call after it returned (the guard
-// replaces them), and its regex optimization would compile patterns that the guard
-// charges first (regexbounds.go). They are planned in an environment with env's type
-// adapter and provider, variables and functions (implementations included), optional
-// values (cel.OptionalTypes, whose planner option the optional operators need) and
-// cross-type numeric comparisons, and no other program option.
+// to every program and cannot take one away: Kubernetes' base environment sets cel-go's
+// cost tracker and cost limit, which charge a call after it returned (the guard
+// replaces them), and the constant folding and regex precompilation that the guard does
+// its own way (literal.go, regexbounds.go). They are planned in an environment with
+// env's type adapter and provider, variables and functions (implementations included),
+// optional values (cel.OptionalTypes, whose decorator makes an optional's or and
+// orValue short-circuit) and cross-type numeric comparisons, and no other program
+// option.
 func NewGuard(env *cel.Env, variable string) (*Guard, error) {
 	fns := env.Functions()
 	fdecls := make([]*decls.FunctionDecl, 0, len(fns))
