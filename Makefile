@@ -77,7 +77,7 @@ fuzz:
 	assets="$$($(CONTROLPLANE))"; export KUBEBUILDER_ASSETS="$$assets"; \
 	for t in FuzzReadOwnership FuzzTimeAdmission FuzzHookTimeout; do go test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) -parallel 1 ./internal/inventory/; done; \
 	for t in FuzzDecodeObjects FuzzDecodeRuleSets; do go test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) -parallel 1 ./health/manifest/; done; \
-	go test -run '^$$' -fuzz '^FuzzFunctionArguments$$' -fuzztime $(FUZZTIME) -parallel 1 ./health/; \
+	go test -run '^$$' -fuzz '^FuzzFunctionArguments$$' -fuzztime $(FUZZTIME) -parallel 1 ./health/celbound/; \
 	go test -run '^$$' -fuzz '^FuzzRESTConfig$$' -fuzztime $(FUZZTIME) -parallel 1 ./internal/kubeconfig/
 
 ## bench-api: requests per second and p50/p99 latency of /health and /sync through the

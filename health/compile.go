@@ -133,14 +133,9 @@ func countNodes(e celast.Expr) int {
 	return n
 }
 
-// compile parses expr, refuses it with a *SizeError when it has more than
-// MaxExpressionNodes nodes, and compiles it (see check).
-func compile(env *celEnv, expr string) (cel.Program, error) {
-	prg, _, err := compileChecked(env, expr)
-	return prg, err
-}
-
-// compileChecked is compile that also returns the checked expression.
+// compileChecked parses expr, refuses it with a *SizeError when it has more than
+// MaxExpressionNodes nodes, and compiles it (see check). It returns the program and the
+// checked expression.
 func compileChecked(env *celEnv, expr string) (cel.Program, *celast.AST, error) {
 	parsed, nodes, err := parse(env, expr)
 	if err != nil {
@@ -153,11 +148,10 @@ func compileChecked(env *celEnv, expr string) (cel.Program, *celast.AST, error) 
 }
 
 // check type-checks a parsed expression in Kubernetes' base environment and plans it
-// with the call guard (guard.go), which charges every call from its arguments before it
-// runs and, in an expression with comprehensions, every step of every iteration. An
-// expression without comprehensions does at most as many steps as it has nodes besides
-// its calls, so only its calls are charged. The caller bounds the size of parsed
-// (MaxExpressionNodes): type-checking costs grow with its square.
+// with the bound (celbound.Guard.Plan), which charges every call from its arguments
+// before it runs and, in an expression with comprehensions, every step of every
+// iteration. The caller bounds the size of parsed (MaxExpressionNodes): type-checking
+// costs grow with its square.
 //
 // The type of the result is not checked here: docs/design.md ("Result", "Messages") makes a ruleExpression that
 // returns a non-bool an evaluation error and a non-string messageExpression the general
@@ -167,37 +161,11 @@ func check(env *celEnv, parsed *cel.Ast) (cel.Program, *celast.AST, error) {
 	if iss.Err() != nil {
 		return nil, nil, issuesError(iss, parsed.Source().Content())
 	}
-	prg, err := plan(env, ast.NativeRep())
+	prg, err := env.guard.Plan(ast.NativeRep())
 	if err != nil {
 		return nil, nil, err
 	}
 	return prg, ast.NativeRep(), nil
-}
-
-// plan plans a checked expression with the call guard (see check).
-func plan(env *celEnv, checked *celast.AST) (cel.Program, error) {
-	guard := guardDecorator(env.overloads, hasComprehension(checked.Expr()))
-	prg, err := env.plan.PlanProgram(checked, cel.CustomDecoratorV2(guard), cel.InterruptCheckFrequency(interruptCheckFrequency))
-	if err != nil {
-		return nil, fmt.Errorf("planning the program: %w", err)
-	}
-	return prg, nil
-}
-
-// interruptCheckFrequency is how many comprehension iterations or charged calls pass
-// between two looks at the context of EvaluateContext.
-const interruptCheckFrequency = 64
-
-// hasComprehension reports whether e contains a comprehension (all, exists, map,
-// filter, cel.bind, ...): the only way an expression repeats work.
-func hasComprehension(e celast.Expr) bool {
-	found := false
-	celast.PreOrderVisit(e, celast.NewExprVisitor(func(e celast.Expr) {
-		if e.Kind() == celast.ComprehensionKind {
-			found = true
-		}
-	}))
-	return found
 }
 
 // parsedRule is the parsed expressions of one rule; message is nil when it has none.

@@ -48,7 +48,7 @@ func apiVersionTerms(env *celEnv, checked *celast.AST) ([]cel.Program, error) {
 			break
 		}
 		sub := celast.NewCheckedAST(celast.NewAST(t, checked.SourceInfo()), checked.TypeMap(), checked.ReferenceMap())
-		prg, err := plan(env, sub)
+		prg, err := env.guard.Plan(sub)
 		if err != nil {
 			return nil, err
 		}
@@ -141,13 +141,14 @@ func isObject(e celast.Expr) bool {
 
 // passesAll reports whether the rule's apiVersion terms decide that it passes every
 // object whose apiVersion field is apiVersion (see above).
-func (r *compiledRule) passesAll(apiVersion string) bool {
+func (r *compiledRule) passesAll(env *celEnv, apiVersion string) bool {
 	if len(r.apiVersionTerms) == 0 {
 		return false
 	}
-	act := &evalActivation{object: map[string]any{"apiVersion": apiVersion}}
+	act := env.guard.NewActivation()
+	act.Bind(map[string]any{"apiVersion": apiVersion})
 	for _, p := range r.apiVersionTerms {
-		out, err := run(nil, p, act)
+		out, err := act.Eval(nil, p)
 		if err != nil || out != types.False {
 			return err == nil && out == types.True
 		}

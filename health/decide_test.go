@@ -159,3 +159,11 @@ func TestDecidedRuleCostsNothing(t *testing.T) {
 		t.Errorf("custom resource evaluated as v1: %+v, cost %d, %v; want Fail, a cost", r, usage.Cost, err)
 	}
 }
+
+// nameOf is the metadata.name of a fixture object, for messages.
+func nameOf(obj map[string]any) any {
+	if m, ok := obj["metadata"].(map[string]any); ok {
+		return m["name"]
+	}
+	return nil
+}

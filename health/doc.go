@@ -39,14 +39,14 @@
 //     object, so rules read like CRD validation rules and the libraries follow Kubernetes
 //     releases.
 //   - No rule can hurt the process. Each evaluation of one expression has a budget
-//     (CostLimit, the API server's per-call limit, about 0.1 s of CPU). A guard (guard.go)
-//     charges every library call from its arguments before it runs (their sizes, and
-//     their content where the work depends on it: bounds.go, docs/rules.md), so a
-//     call whose work or result outgrows its inputs (replace, join, split, format,
-//     indexOf, regex, list and set functions, parsers) is stopped before it starts, and
-//     charges every step of every comprehension iteration. A rule that would exceed the
-//     budget is an evaluation error ending in "cost limit exceeded" (Unknown), and a
-//     panic inside an evaluation is one too.
+//     (celbound.CostLimit, the API server's per-call limit, about 0.1 s of CPU). The
+//     bound of package celbound, installed on every program, charges every library call
+//     from its arguments before it runs (their sizes, and their content where the work
+//     depends on it: docs/rules.md), so a call whose work or result outgrows its inputs
+//     (replace, join, split, format, indexOf, regex, list and set functions, parsers) is
+//     stopped before it starts, and charges every step of every comprehension
+//     iteration. A rule that would exceed the budget is an evaluation error ending in
+//     "cost limit exceeded" (Unknown), and a panic inside an evaluation is one too.
 //   - CEL's && and || let a decisive operand absorb an error in another, so
 //     `has(object.status) && object.status.x == 1` fails cleanly on an object without
 //     status; an error that nothing absorbs is an evaluation error, which is Unknown,

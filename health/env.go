@@ -5,25 +5,15 @@ import (
 	"sync"
 
 	"github.com/google/cel-go/cel"
-	"github.com/google/cel-go/common/decls"
-	"github.com/google/cel-go/common/functions"
 	"k8s.io/apimachinery/pkg/util/version"
-	celconfig "k8s.io/apiserver/pkg/apis/cel"
 	"k8s.io/apiserver/pkg/cel/environment"
+
+	"github.com/kumodo/convoy-observer/health/celbound"
 )
 
 // objectVariable is the name of the only CEL variable that a rule sees: the live
 // resource, typed dyn (docs/design.md, "Rules").
 const objectVariable = "object"
-
-// CostLimit is the cost budget of one evaluation of one expression, in CEL cost units.
-// It is Kubernetes' per-call limit for CEL validation rules (about 0.1 s of CPU). Every
-// library call is charged from its arguments before it runs (their sizes, and their
-// content where the work depends on it: quantity exponents, regular expression programs;
-// see bounds.go and docs/rules.md), so no single call can outgrow the budget; an
-// expression that would exceed it stops with an evaluation error ending in "cost limit
-// exceeded" instead of running on.
-const CostLimit = celconfig.PerCallLimit
 
 // CompatibilityVersion is the Kubernetes version whose CEL base environment the rules
 // are compiled with (k8s.io/apiserver/pkg/cel/environment). It is pinned, not taken from
@@ -34,18 +24,18 @@ var CompatibilityVersion = version.MajorMinor(1, 37)
 // celEnv is everything built once from the base environment.
 type celEnv struct {
 	// compile is the API server's base environment at CompatibilityVersion, extended
-	// with the object variable. Expressions are parsed and type-checked here, and
-	// programs that need runtime cost tracking (comprehensions) are planned here with
-	// the base environment's program options (cost tracking, the per-call cost limit).
+	// with the object variable. Expressions are parsed and type-checked here; no
+	// program is planned here, since its program options (cel-go's runtime cost
+	// tracking, the per-call cost limit, the regex optimization) are what the bound
+	// replaces.
 	compile *cel.Env
-	// plan holds the same declarations and function implementations as compile but no
-	// program options: programs without comprehensions are planned here, without
-	// runtime cost tracking. Their cost is bounded by their size plus the calls, which
-	// the call guard charges before they run (see guard.go).
-	plan *cel.Env
-	// overloads maps overload IDs and function names to their implementations, for the
-	// call guard.
-	overloads map[string]*functions.Overload
+	// guard plans every program with the bound of package celbound, in an environment
+	// with compile's declarations and function implementations but none of its program
+	// options: every call is charged from its arguments before it runs and, in an
+	// expression with comprehensions, every step.
+	guard *celbound.Guard
+	// activations are the pooled activations of evaluations (Evaluator.evaluate).
+	activations sync.Pool
 }
 
 var (
@@ -54,10 +44,11 @@ var (
 	envErr  error
 )
 
-// newEnv returns the CEL environments of health rules: Kubernetes' base environment
+// newEnv returns the CEL environment of health rules: Kubernetes' base environment
 // (environment.MustBaseEnvSet at CompatibilityVersion: the libraries of CRD validation
 // rules and ValidatingAdmissionPolicies, optional types, cross-type numeric comparisons)
-// with one dyn variable, object. They are immutable, built once and shared.
+// with one dyn variable, object, and its guard. It is built once and shared: the
+// environments and the guard are immutable, and the pool is safe for concurrent use.
 func newEnv() (*celEnv, error) {
 	envOnce.Do(func() {
 		envVal, envErr = buildEnv()
@@ -80,29 +71,11 @@ func buildEnv() (*celEnv, error) {
 	if err != nil {
 		return nil, err
 	}
-	fns := compile.Functions()
-	fdecls := make([]*decls.FunctionDecl, 0, len(fns))
-	overloads := map[string]*functions.Overload{}
-	for _, fn := range fns {
-		fdecls = append(fdecls, fn)
-		bindings, err := fn.Bindings()
-		if err != nil {
-			return nil, fmt.Errorf("function %s: %w", fn.Name(), err)
-		}
-		for _, b := range bindings {
-			overloads[b.Operator] = b
-		}
-	}
-	plan, err := cel.NewCustomEnv(
-		cel.CustomTypeAdapter(compile.CELTypeAdapter()),
-		cel.CustomTypeProvider(compile.CELTypeProvider()),
-		cel.VariableDecls(compile.Variables()...),
-		cel.FunctionDecls(fdecls...),
-		cel.CrossTypeNumericComparisons(true),
-		cel.OptionalTypes(),
-	)
+	guard, err := celbound.NewGuard(compile, objectVariable)
 	if err != nil {
-		return nil, fmt.Errorf("planning environment: %w", err)
+		return nil, err
 	}
-	return &celEnv{compile: compile, plan: plan, overloads: overloads}, nil
+	env := &celEnv{compile: compile, guard: guard}
+	env.activations.New = func() any { return guard.NewActivation() }
+	return env, nil
 }

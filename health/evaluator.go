@@ -11,9 +11,9 @@ import (
 
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
-	"github.com/google/cel-go/common/types/ref"
 
 	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
+	"github.com/kumodo/convoy-observer/health/celbound"
 )
 
 // matchKey indexes rules by what they match (docs/design.md, "Match"): API version and resource.
@@ -65,6 +65,7 @@ const maxResolved = 4096
 // resolved the first time the pair is evaluated and remembered (at most maxResolved
 // pairs), so a steady pass costs the same lookup and nothing per wildcard rule.
 type Evaluator struct {
+	env      *celEnv // the rules' environment: the guard and pool of activations
 	exact    map[matchKey][]*compiledRule
 	wildcard []*wildcardRule // in the evaluator's order
 	count    int             // rules compiled so far, the next seq
@@ -100,7 +101,7 @@ func NewEvaluator(global []extv1alpha1.GlobalHealthRuleSet, local []extv1alpha1.
 	if err != nil {
 		return nil, err
 	}
-	e := &Evaluator{exact: map[matchKey][]*compiledRule{}}
+	e := &Evaluator{env: env, exact: map[matchKey][]*compiledRule{}}
 
 	globalOrder := sortedIndexes(len(global), func(a, b int) int {
 		return cmp.Compare(global[a].Name, global[b].Name)
@@ -222,7 +223,7 @@ func (e *Evaluator) resolve(key matchKey) matched {
 		for len(exact) > 0 && exact[0].seq < w.rule.seq {
 			m.rules, exact = append(m.rules, exact[0]), exact[1:]
 		}
-		if w.rule.passesAll(key.apiVersion) {
+		if w.rule.passesAll(e.env, key.apiVersion) {
 			if m.passes == nil {
 				m.passes = make([]bool, len(m.rules), len(m.rules)+1)
 			}
@@ -253,9 +254,6 @@ func (e *Evaluator) RulesApplied(apiVersion, resource string) int {
 // emptyObject stands for a nil object; it is never modified.
 var emptyObject = map[string]any{}
 
-// activations are the pooled activations of Evaluate.
-var activations = sync.Pool{New: func() any { return &evalActivation{} }}
-
 // Evaluate runs the rules that apply to one live object (docs/design.md,
 // "Match", "Result", "Rule order" and "Messages").
 //
@@ -271,11 +269,11 @@ var activations = sync.Pool{New: func() any { return &evalActivation{} }}
 //
 // The applicable rules run in the evaluator's order; the first one that errors gives
 // Error, the first one that returns false gives Fail, and Pass needs all of them to
-// return true (or none to apply). Each expression runs within CostLimit; one that would
-// exceed it is an Error "evaluation error: operation cancelled: actual cost limit
-// exceeded". A panic inside an evaluation is an Error too, never a crash.
+// return true (or none to apply). Each expression runs within celbound.CostLimit; one
+// that would exceed it is an Error "evaluation error: operation cancelled: actual cost
+// limit exceeded". A panic inside an evaluation is an Error too, never a crash.
 func (e *Evaluator) Evaluate(apiVersion, resource string, object map[string]any) Result {
-	r, _ := e.evaluate(nil, nil, apiVersion, resource, object)
+	r, _, _ := e.evaluate(nil, nil, apiVersion, resource, object)
 	return r
 }
 
@@ -285,23 +283,33 @@ func (e *Evaluator) Evaluate(apiVersion, resource string, object map[string]any)
 // too: every 64 comprehension iterations, charged calls or runes a regular expression
 // reads, the evaluation looks at ctx, so it ends within about a millisecond of ctx
 // whatever the rules do. A rule set can hold many expressions that each pass just within
-// CostLimit, so without a deadline one object can take seconds.
+// celbound.CostLimit, so without a deadline one object can take seconds.
 func (e *Evaluator) EvaluateContext(ctx context.Context, apiVersion, resource string, object map[string]any) (Result, error) {
-	return e.evaluate(ctx, nil, apiVersion, resource, object)
+	r, _, err := e.evaluate(ctx, nil, apiVersion, resource, object)
+	return r, err
 }
 
 // evaluate is Evaluate, stopped once ctx (when not nil) is done, and charging m (when
-// not nil; meter.go) with the cost of every expression.
-func (e *Evaluator) evaluate(ctx context.Context, m *meterCall, apiVersion, resource string, object map[string]any) (Result, error) {
+// not nil; metered.go) with the cost of every expression. It also returns the cost units
+// it charged to m.
+func (e *Evaluator) evaluate(ctx context.Context, m *celbound.Meter, apiVersion, resource string, object map[string]any) (Result, uint64, error) {
 	match := e.rulesFor(matchKey{apiVersion: apiVersion, resource: resource})
-	rules := match.rules
-	if len(rules) == 0 {
-		return passedResult(0), nil
+	if len(match.rules) == 0 {
+		return passedResult(0), 0, nil
 	}
-	act := activations.Get().(*evalActivation)
-	defer activations.Put(act)
-	act.meter = m
-	defer func() { act.object, act.meter = nil, nil }()
+	act := e.env.activations.Get().(*celbound.Activation)
+	act.Reset(m)
+	defer func() {
+		act.Reset(nil) // the pool keeps neither the object nor the Meter
+		e.env.activations.Put(act)
+	}()
+	r, err := e.evaluateRules(ctx, m, act, match, apiVersion, object)
+	return r, act.Spent(), err
+}
+
+// evaluateRules is evaluate once the rules are matched and the activation taken.
+func (e *Evaluator) evaluateRules(ctx context.Context, m *celbound.Meter, act *celbound.Activation, match matched, apiVersion string, object map[string]any) (Result, error) {
+	rules := match.rules
 	// Rules decided at match time pass this object when its apiVersion field is the
 	// one they were decided for (decide.go). The view (view.go, which never changes the
 	// apiVersion) is built when the first rule runs: not at all when every rule is
@@ -317,24 +325,25 @@ func (e *Evaluator) evaluate(ctx context.Context, m *meterCall, apiVersion, reso
 		if ctx != nil && ctx.Err() != nil {
 			return Result{}, ctx.Err()
 		}
-		if m.exhausted() {
-			return Result{}, ErrBudgetExhausted
+		if m != nil && m.Exhausted() {
+			return Result{}, celbound.ErrBudgetExhausted
 		}
 		if decided != nil && decided[i] {
 			continue
 		}
 		if !viewed {
-			act.object, viewed = ruleView(object), true
+			act.Bind(ruleView(object))
+			viewed = true
 		}
-		out, err := run(ctx, r.rule, act)
+		out, err := act.Eval(ctx, r.rule)
 		if ctx != nil && ctx.Err() != nil {
 			// Interrupted: whatever the expression returned (an && or || can absorb an
 			// interrupted comprehension) is not a verdict.
 			return Result{}, ctx.Err()
 		}
 		if err != nil {
-			if act.cutByMeter {
-				return Result{}, ErrBudgetExhausted
+			if errors.Is(err, celbound.ErrBudgetExhausted) {
+				return Result{}, err
 			}
 			return r.result(Error, evaluationErrorPrefix+err.Error(), len(rules)), nil
 		}
@@ -353,34 +362,13 @@ func (e *Evaluator) evaluate(ctx context.Context, m *meterCall, apiVersion, reso
 	return passedResult(len(rules)), nil
 }
 
-// run evaluates one expression with a fresh budget, interrupted once ctx (when not nil)
-// is done; a panic becomes an error.
-func run(ctx context.Context, p cel.Program, act *evalActivation) (out ref.Val, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			out, err = nil, fmt.Errorf("internal error: %v", r)
-		}
-	}()
-	limit := act.meter.reserve()
-	act.remaining = limit
-	act.cutByMeter = false
-	act.prefixes.epoch++ // forget the parent maps of the previous evaluation
-	defer func() { act.cutByMeter = act.meter.settle(limit, act.remaining, err) }()
-	if ctx != nil {
-		out, _, err = p.ContextEval(ctx, act)
-	} else {
-		out, _, err = p.Eval(act)
-	}
-	return out, err
-}
-
 // failureMessage evaluates the rule's messageExpression, or falls back to the general
 // message when there is none, it errors, or it does not return a string.
-func (r *compiledRule) failureMessage(ctx context.Context, act *evalActivation) string {
+func (r *compiledRule) failureMessage(ctx context.Context, act *celbound.Activation) string {
 	if r.message == nil {
 		return r.generalMsg
 	}
-	out, err := run(ctx, r.message, act)
+	out, err := act.Eval(ctx, r.message)
 	if err != nil {
 		return r.generalMsg
 	}

@@ -20,7 +20,11 @@ func (panicProgram) ContextEval(context.Context, any) (ref.Val, *cel.EvalDetails
 // error (Unknown), and the evaluator keeps working.
 func TestPanicIsUnknown(t *testing.T) {
 	t.Parallel()
-	ev := &Evaluator{exact: map[matchKey][]*compiledRule{
+	env, err := newEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := &Evaluator{env: env, exact: map[matchKey][]*compiledRule{
 		{apiVersion: "v1", resource: "pods"}: {{ruleSet: "GlobalHealthRuleSet/g", rule: panicProgram{},
 			errored: &Decider{Kind: KindGlobalHealthRuleSet, Name: "g", Cause: CauseEvaluationError}}},
 	}}

@@ -7,8 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	toolscache "k8s.io/client-go/tools/cache"
 
-	"github.com/kumodo/convoy-observer/health"
-
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
@@ -76,7 +75,7 @@ func cachedKind(obj any) string {
 
 // lastAppliedAnnotation is kubectl's copy of the last applied object; rules never see it
 // (health.Evaluator removes it on every path) and it doubles an object's size.
-const lastAppliedAnnotation = health.LastAppliedAnnotation
+const lastAppliedAnnotation = corev1.LastAppliedConfigAnnotation
 
 // stripForCache drops from an object what rules never read before it is cached:
 // metadata.managedFields and the last-applied-configuration annotation.

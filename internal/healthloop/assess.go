@@ -16,6 +16,7 @@ import (
 	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
 	"github.com/kumodo/convoy-observer/health"
+	"github.com/kumodo/convoy-observer/health/celbound"
 	"github.com/kumodo/convoy-observer/internal/clustercache"
 	"github.com/kumodo/convoy-observer/internal/inventory"
 )
@@ -271,7 +272,7 @@ func (h *HealthController) observeItem(ctx context.Context, pt *passTenant, ev *
 	switch {
 	case err == nil:
 		res, evalErr := h.evaluate(ctx, pt, ev, e.APIVersion(), e.Resource, obj.Object)
-		if errors.Is(evalErr, health.ErrBudgetExhausted) {
+		if errors.Is(evalErr, celbound.ErrBudgetExhausted) {
 			o.cut = true
 			return o, nil
 		}

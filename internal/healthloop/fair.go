@@ -10,22 +10,23 @@ import (
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
 	"github.com/kumodo/convoy-observer/health"
+	"github.com/kumodo/convoy-observer/health/celbound"
 	"github.com/kumodo/convoy-observer/internal/fairshare"
 )
 
 // DefaultPassBudget is the default CEL budget of one pass over one Release, in CEL cost
-// units: 2,000 times health.CostLimit (the per-expression limit). One CostLimit is
+// units: 2,000 times celbound.CostLimit (the per-expression limit). One CostLimit is
 // about 25 ms of CPU for a comprehension on a current core (at most about 0.1 s), so the
 // budget is about 50 s of CPU. A Release of 50 ConfigMaps under nine near-limit rules
 // (about 200 ms of CPU per object) spends a fifth of it; 100 entries under 256
 // near-limit rules would hold a worker for ten minutes without it.
-const DefaultPassBudget = 2000 * health.CostLimit
+const DefaultPassBudget = 2000 * celbound.CostLimit
 
 // FairOptions configure the loop's fair evaluation (docs/operations.md, "Tenants and
 // fairness").
 type FairOptions struct {
 	// PassBudget bounds the summed CEL cost of the rule evaluations of one pass over one
-	// Release, in CEL cost units (health.Meter); 0 means no budget. The entries that a
+	// Release, in CEL cost units (celbound.Meter); 0 means no budget. The entries that a
 	// pass could not evaluate within it are Unknown with a message that names the budget;
 	// their firstUnhealthy and assessedRenderRef stay as they were.
 	PassBudget uint64
@@ -49,7 +50,7 @@ type passTenant struct {
 	namespace string
 	weight    float64
 	pass      uint64
-	meter     *health.Meter
+	meter     *celbound.Meter
 }
 
 // newPassTenant starts the fair-evaluation bookkeeping of one pass over a Release of
@@ -62,15 +63,15 @@ func (h *HealthController) newPassTenant(namespace string) *passTenant {
 			w = v
 		}
 	}
-	return &passTenant{namespace: namespace, weight: w, pass: h.fair.pass.Add(1), meter: health.NewMeter(h.Fair.PassBudget)}
+	return &passTenant{namespace: namespace, weight: w, pass: h.fair.pass.Add(1), meter: celbound.NewMeter(h.Fair.PassBudget)}
 }
 
 // evaluate runs ev on one object through the gate, within the pass's budget, and
-// counts its CPU and cost for the namespace. It returns health.ErrBudgetExhausted when
+// counts its CPU and cost for the namespace. It returns celbound.ErrBudgetExhausted when
 // the budget ran out first, and ctx.Err() when ctx ended while it waited.
 func (h *HealthController) evaluate(ctx context.Context, pt *passTenant, ev *health.Evaluator, apiVersion, resource string, object map[string]any) (health.Result, error) {
 	if pt.meter.Exhausted() {
-		return health.Result{}, health.ErrBudgetExhausted
+		return health.Result{}, celbound.ErrBudgetExhausted
 	}
 	t, err := h.fair.gate.Acquire(ctx, pt.namespace, pt.weight, pt.pass)
 	if err != nil {

@@ -1,4 +1,4 @@
-package health
+package celbound_test
 
 import (
 	"path/filepath"
@@ -9,20 +9,35 @@ import (
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
 
+	"github.com/kumodo/convoy-observer/health/celbound"
 	"github.com/kumodo/convoy-observer/health/manifest/manifesttest"
 )
 
 // plainProgram compiles expr with cel-go alone: the same environment, no guard, no
 // fast paths. It is the reference of TestGuardedProgramsAgreeWithCEL.
-func plainProgram(t *testing.T, env *celEnv, expr string) cel.Program {
+func plainProgram(t *testing.T, env *cel.Env, expr string) cel.Program {
 	t.Helper()
-	ast, iss := env.compile.Compile(expr)
+	ast, iss := env.Compile(expr)
 	if iss.Err() != nil {
 		t.Fatalf("%s: %v", expr, iss.Err())
 	}
-	prg, err := env.compile.Program(ast)
+	prg, err := env.Program(ast)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return prg
+}
+
+// guardedProgram compiles expr in env and plans it with g, as package health does.
+func guardedProgram(t *testing.T, env *cel.Env, g *celbound.Guard, expr string) cel.Program {
+	t.Helper()
+	ast, iss := env.Compile(expr)
+	if iss.Err() != nil {
+		t.Fatalf("%s: %v", expr, iss.Err())
+	}
+	prg, err := g.Plan(ast.NativeRep())
+	if err != nil {
+		t.Fatalf("%s: %v", expr, err)
 	}
 	return prg
 }
@@ -45,7 +60,8 @@ func sameResult(a ref.Val, aerr error, b ref.Val, berr error) bool {
 // the guarded programs return exactly what cel-go returns, errors included.
 func TestGuardedProgramsAgreeWithCEL(t *testing.T) {
 	t.Parallel()
-	env, err := newEnv()
+	env := rulesEnv(t)
+	g, err := celbound.NewGuard(env, "object")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,10 +87,10 @@ func TestGuardedProgramsAgreeWithCEL(t *testing.T) {
 		"{'a': 1, 'a': 2}.a", "object.?status.?conditions.orValue([]).size()", "object.status.conditions.exists(c, c.type in ['Ready', 'Available'])",
 		"dyn(object.spec.replicas) in ['1', 'a']",
 	}
-	objects := manifesttest.DecodableObjects(t, "../testdata/objects", "../testdata/gitops-engine-health")
+	objects := manifesttest.DecodableObjects(t, "../../testdata/objects", "../../testdata/gitops-engine-health")
 	objects = append(objects, map[string]any{}, map[string]any{"status": nil, "spec": "text", "metadata": map[string]any{"name": nil}})
-	ruleFiles, _ := filepath.Glob("library/*.yaml")
-	for _, path := range append(ruleFiles, "convoy-defaults.yaml") {
+	ruleFiles, _ := filepath.Glob("../library/*.yaml")
+	for _, path := range append(ruleFiles, "../convoy-defaults.yaml") {
 		g, l := manifesttest.RuleSets(t, path)
 		for _, s := range g {
 			for _, r := range s.Spec.Rules {
@@ -94,15 +110,14 @@ func TestGuardedProgramsAgreeWithCEL(t *testing.T) {
 		t.Fatalf("%d expressions, %d objects: the corpus went missing", len(exprs), len(objects))
 	}
 	compared := 0
+	act := g.NewActivation()
 	for _, expr := range exprs {
 		plain := plainProgram(t, env, expr)
-		guarded, err := compile(env, expr)
-		if err != nil {
-			t.Fatalf("%s: %v", expr, err)
-		}
+		guarded := guardedProgram(t, env, g, expr)
 		for _, obj := range objects {
-			want, _, werr := plain.Eval(map[string]any{objectVariable: obj})
-			got, gerr := run(nil, guarded, &evalActivation{object: obj})
+			want, _, werr := plain.Eval(map[string]any{"object": obj})
+			act.Bind(obj)
+			got, gerr := act.Eval(nil, guarded)
 			if !sameResult(want, werr, got, gerr) {
 				t.Errorf("%s on %v/%v:\n  cel-go  %v %v\n  guarded %v %v", strings.TrimSpace(expr), obj["kind"],
 					nameOf(obj), want, werr, got, gerr)

@@ -1,4 +1,4 @@
-package health
+package celbound
 
 import (
 	"reflect"
@@ -9,14 +9,15 @@ import (
 	"github.com/google/cel-go/interpreter"
 )
 
-// Everything the evaluator knows about cel-go beyond its public contract is in this file.
+// Everything the bound knows about cel-go beyond its public contract is in this file.
 //
 // cel-go's public cost facilities charge a call after it has returned (CostTracking,
 // CostLimit) and interrupt only between comprehension iterations (InterruptCheckFrequency
-// with ContextEval, which EvaluateContext uses). A call whose work outgrows its arguments
-// must be charged before it runs, so the guard (guard.go) replaces call nodes through
-// cel-go's public decorator hook and must then call the implementation itself. That, and
-// two shortcuts, lean on how cel-go v0.29 builds its nodes:
+// with ContextEval, which Activation.Eval uses with a context). A call whose work
+// outgrows its arguments must be charged before it runs, so the guard (guard.go) replaces
+// call nodes through cel-go's public decorator hook and must then call the
+// implementation itself. That, and two shortcuts, lean on how cel-go v0.29 builds its
+// nodes:
 //
 //   - dispatch1, dispatch2 and callN call an overload the way cel-go's evalUnary,
 //     evalBinary and evalVarArgs do (operand trait check, receiver types, error labels);
@@ -25,13 +26,13 @@ import (
 //   - isConcatList recognizes the lazy list of list + list by its reflected type (its
 //     Value() would copy the whole list just to size it).
 //
-// How an upgrade of cel-go is checked: change go.mod, run `go test ./health/`.
+// How an upgrade of cel-go is checked: change go.mod, run `go test ./health/celbound/`.
 // TestCelGoCouplings fails, naming the coupling, when the version differs from
 // checkedCelGoVersion, when has() is planned as another type, or when list + list returns
-// another type; then compare dispatch1/dispatch2/callN with cel-go's
-// interpreter/interpretable.go (evalUnary, evalBinary, evalVarArgs), run the differential
-// test (guarded and plain cel-go agree on every rule of the library and the test cases)
-// and the bounds tests, and raise checkedCelGoVersion.
+// another type; then compare dispatch1/dispatch2/callN with evalUnary, evalBinary and
+// evalVarArgs of cel-go's package interpreter, run the differential test (guarded and
+// plain cel-go agree on every rule of the library and the test cases) and the bounds
+// tests, and raise checkedCelGoVersion.
 
 // checkedCelGoVersion is the cel-go release these couplings were last checked against.
 const checkedCelGoVersion = "v0.29.2"

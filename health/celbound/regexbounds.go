@@ -2,7 +2,7 @@
 // compiled once, charged by their estimated program size, and searched through a reader
 // that charges every rune.
 
-package health
+package celbound
 
 import (
 	"io"
@@ -240,7 +240,7 @@ type chargedReader struct {
 	s      string
 	i      int
 	f      *interpreter.ExecutionFrame
-	a      *evalActivation
+	a      *activation
 	prog   uint64
 	tenths uint64
 	spent  uint64 // charged without an activation

@@ -1,7 +1,7 @@
 // The call guard's cost model (guard.go): which functions are charged how, and the
 // upper bound of one call's work and result size from its arguments.
 
-package health
+package celbound
 
 import (
 	"math/bits"
@@ -14,7 +14,7 @@ import (
 	apiservercel "k8s.io/apiserver/pkg/cel"
 )
 
-// costClass says how callCost bounds one function.
+// costClass says how guardedCall.cost bounds one function.
 type costClass uint8
 
 const (

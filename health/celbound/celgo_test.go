@@ -1,4 +1,4 @@
-package health
+package celbound
 
 import (
 	"os"
@@ -14,7 +14,7 @@ import (
 // read the doc there before raising checkedCelGoVersion.
 func TestCelGoCouplings(t *testing.T) {
 	// Test binaries carry no module versions: read the module's go.mod.
-	mod, err := os.ReadFile("../go.mod")
+	mod, err := os.ReadFile("../../go.mod")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,15 +29,21 @@ func TestCelGoCouplings(t *testing.T) {
 	}
 	if found != checkedCelGoVersion {
 		t.Errorf("cel-go is %s, but the guard's couplings to its internals were checked against %s: "+
-			"follow the upgrade check in health/celgo.go, then raise checkedCelGoVersion", found, checkedCelGoVersion)
+			"follow the upgrade check in health/celbound/celgo.go, then raise checkedCelGoVersion", found, checkedCelGoVersion)
 	}
 
-	env, err := newEnv()
+	// An environment with one dyn variable, as health's; the guard's planning
+	// environment is the one that matters.
+	env, err := cel.NewEnv(cel.Variable("object", cel.DynType), cel.OptionalTypes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := NewGuard(env, "object")
 	if err != nil {
 		t.Fatal(err)
 	}
 	// has() is planned as the node isTestOnlyNode recognizes.
-	ast, iss := env.compile.Compile("has(object.a.b)")
+	ast, iss := env.Compile("has(object.a.b)")
 	if iss.Err() != nil {
 		t.Fatal(iss.Err())
 	}
@@ -48,7 +54,7 @@ func TestCelGoCouplings(t *testing.T) {
 		sawTestOnly = sawTestOnly || isTestOnlyNode(i)
 		return i, nil
 	}
-	if _, err := env.plan.PlanProgram(ast.NativeRep(), cel.CustomDecoratorV2(record)); err != nil {
+	if _, err := g.env.PlanProgram(ast.NativeRep(), cel.CustomDecoratorV2(record)); err != nil {
 		t.Fatal(err)
 	}
 	if !sawTestOnly {
@@ -56,11 +62,11 @@ func TestCelGoCouplings(t *testing.T) {
 	}
 
 	// list + list returns the lazy list isConcatList recognizes.
-	ast, iss = env.compile.Compile("[1, 2] + [3]")
+	ast, iss = env.Compile("[1, 2] + [3]")
 	if iss.Err() != nil {
 		t.Fatal(iss.Err())
 	}
-	prg, err := env.plan.PlanProgram(ast.NativeRep())
+	prg, err := g.env.PlanProgram(ast.NativeRep())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,6 +78,6 @@ func TestCelGoCouplings(t *testing.T) {
 		t.Errorf("list + list is now %T, not %v: sizeOf would copy the whole list to size it; update concatListType", out, concatListType)
 	}
 
-	// The guard's dispatch gives cel-go's results: see TestGuardedAgreesWithCelGo
+	// The guard's dispatch gives cel-go's results: see TestGuardedProgramsAgreeWithCEL
 	// (differential_test.go), which runs every rule of the library both ways.
 }

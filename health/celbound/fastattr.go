@@ -1,4 +1,4 @@
-package health
+package celbound
 
 import (
 	"strings"
@@ -8,13 +8,14 @@ import (
 	"github.com/google/cel-go/interpreter"
 )
 
-// A field path on object (`object.status.replicas`, `has(object.status)`) is what health
-// rules do most. cel-go resolves one through an attribute, a chain of qualifiers and
-// several interface calls per step; fastPath walks the object's maps directly, and hands
-// every case it does not take (a missing key, a value that is not a map, an optional
-// selection) back to cel-go's own node, so the results and error messages stay cel-go's.
+// A field path on the variable (`object.status.replicas`, `has(object.status)` in health
+// rules) is what rules do most. cel-go resolves one through an attribute, a chain of
+// qualifiers and several interface calls per step; fastPath walks the object's maps
+// directly, and hands every case it does not take (a missing key, a value that is not a
+// map, an optional selection) back to cel-go's own node, so the results and error
+// messages stay cel-go's.
 // It is used in expressions without comprehensions only, where no iteration variable
-// can shadow object.
+// can shadow the variable.
 
 // maxPrefixSlots is how many distinct parent paths (object.status, object.spec, ...)
 // of one expression are remembered during an evaluation.
@@ -48,10 +49,10 @@ type prefixCache struct {
 	}
 }
 
-// fastPath resolves a constant field path on object.
+// fastPath resolves a constant field path on the variable.
 type fastPath struct {
 	interpreter.InterpretableAttribute               // cel-go's node, used for everything else
-	path                               []string      // field names after object; not empty
+	path                               []string      // field names after the variable; not empty
 	testOnly                           bool          // has(): presence of the last field
 	adapter                            types.Adapter // converts the value found
 	orig                               interpreter.InterpretableAttribute
@@ -59,8 +60,8 @@ type fastPath struct {
 }
 
 // newFastPath returns a fastPath for i when i is an attribute of the form
-// object.f1.f2... (or has() of one) with constant field names; otherwise nil.
-func newFastPath(i interpreter.InterpretableV2, slots prefixSlots) interpreter.InterpretableV2 {
+// variable.f1.f2... (or has() of one) with constant field names; otherwise nil.
+func newFastPath(i interpreter.InterpretableV2, slots prefixSlots, variable string) interpreter.InterpretableV2 {
 	attr, ok := i.(interpreter.InterpretableAttribute)
 	if !ok || attr.IsOptional() {
 		return nil
@@ -69,7 +70,7 @@ func newFastPath(i interpreter.InterpretableV2, slots prefixSlots) interpreter.I
 	if !ok {
 		return nil
 	}
-	if names := ns.CandidateVariableNames(); len(names) != 1 || names[0] != objectVariable {
+	if names := ns.CandidateVariableNames(); len(names) != 1 || names[0] != variable {
 		return nil
 	}
 	quals := ns.Qualifiers()
@@ -107,7 +108,7 @@ func newFastPath(i interpreter.InterpretableV2, slots prefixSlots) interpreter.I
 
 // Exec walks the path, or leaves the evaluation to cel-go's node.
 func (p *fastPath) Exec(f *interpreter.ExecutionFrame) ref.Val {
-	act, ok := f.Activation.(*evalActivation)
+	act, ok := f.Activation.(*activation)
 	if !ok {
 		return p.orig.Exec(f)
 	}
@@ -116,7 +117,7 @@ func (p *fastPath) Exec(f *interpreter.ExecutionFrame) ref.Val {
 	if p.slot >= 0 && act.prefixes.slots[p.slot].epoch == act.prefixes.epoch {
 		m = act.prefixes.slots[p.slot].m
 	} else {
-		m, ok = act.object.(map[string]any)
+		m, ok = act.value.(map[string]any)
 		if !ok {
 			return p.orig.Exec(f)
 		}

@@ -1,12 +1,16 @@
-package health
+package celbound
 
 import (
-	"math/bits"
+	"fmt"
 
+	"github.com/google/cel-go/cel"
+	celast "github.com/google/cel-go/common/ast"
+	"github.com/google/cel-go/common/decls"
 	"github.com/google/cel-go/common/functions"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/interpreter"
+	celconfig "k8s.io/apiserver/pkg/apis/cel"
 )
 
 // The call guard bounds every library call of a rule before it runs.
@@ -18,119 +22,111 @@ import (
 // seconds or exhaust memory, and a fatal out-of-memory error cannot be recovered. The
 // guard is a program decorator that replaces each call node with one that evaluates the
 // arguments, computes an upper bound of the call's work and result size from them
-// (callCost), charges it to the evaluation's budget (CostLimit per expression, held in
-// the activation) and only then calls the implementation. A call that would exceed the
-// budget stops the evaluation with cel-go's own cost error.
+// (guardedCall.cost, guardcost.go), charges it to the evaluation's budget (CostLimit per
+// expression, held in the activation) and only then calls the implementation. A call
+// that would exceed the budget stops the evaluation with cel-go's own cost error.
 //
 // The guard is kept only for what cel-go's public facilities cannot do: its CostLimit
-// charges after the call, and its interrupts (used by EvaluateContext) act only between
-// comprehension iterations. What the guard must know of cel-go's internals to replace a
-// call node is isolated in celgo.go, with the check to run on every cel-go upgrade.
+// charges after the call, and its interrupts (ContextEval with InterruptCheckFrequency)
+// act only between comprehension iterations. What the guard must know of cel-go's
+// internals to replace a call node is isolated in celgo.go, with the check to run on
+// every cel-go upgrade.
 //
 // Calls that are O(1) whatever their arguments (arithmetic on numbers, negation,
 // optional accessors, dyn, type) are left as they are; everything else, including
 // functions not listed in costClasses, is guarded (unknown functions as linear).
 
+// CostLimit is the budget of one evaluation of one expression, in CEL cost units:
+// Kubernetes' per-call limit for CEL validation rules (about 0.1 s of CPU).
+const CostLimit = celconfig.PerCallLimit
+
 // traversalFactor is how many bytes or elements one cost unit pays for, as cel-go's
 // StringTraversalCostFactor (0.1).
 const traversalFactor = 10
 
-// costExceeded is the panic that stops an evaluation over its budget; cel-go's Eval
-// recovers it into its usual error, "operation cancelled: actual cost limit exceeded".
-var costExceeded = interpreter.EvalCancelledError{
-	Cause:   interpreter.CostLimitExceeded,
-	Message: "operation cancelled: actual cost limit exceeded",
+// Guard plans the programs of one CEL environment with the bound (see the package doc).
+type Guard struct {
+	// env is where programs are planned: the environment's types, variables and
+	// functions, none of its program options (see NewGuard).
+	env *cel.Env
+	// overloads maps overload IDs and function names to their implementations, which
+	// the guarded call nodes call themselves.
+	overloads map[string]*functions.Overload
+	// variable is the environment's one variable, bound by an Activation.
+	variable string
 }
 
-// evalActivation is the activation of one evaluation of one expression: the object and
-// the budget left. It is pooled by the Evaluator; the guard finds it from any frame.
-type evalActivation struct {
-	object    any
-	remaining uint64
-	prefixes  prefixCache
-	// meter is the budget of the caller's group of evaluations (meter.go), nil for none;
-	// cutByMeter says that the last expression stopped because that budget, not
-	// CostLimit, ran out.
-	meter      *meterCall
-	cutByMeter bool
-}
-
-// ResolveName resolves the only variable, object.
-func (a *evalActivation) ResolveName(name string) (any, bool) {
-	if name == objectVariable {
-		return a.object, true
-	}
-	return nil, false
-}
-
-// Parent returns nil: the activation is the root.
-func (a *evalActivation) Parent() interpreter.Activation { return nil }
-
-// remainingBudget returns the budget left in the evaluation of act (CostLimit when act
-// is not one of ours: a program run outside Evaluate still has a per-call bound).
-func budgetOf(act interpreter.Activation) *evalActivation {
-	for act != nil {
-		switch a := act.(type) {
-		case *evalActivation:
-			return a
-		case *interpreter.ExecutionFrame:
-			act = a.Activation
-		default:
-			act = act.Parent()
+// NewGuard returns the Guard of the programs of env, an environment whose only
+// variable is variable (the value an Activation binds).
+//
+// The programs are not planned in env itself, since cel-go adds env's program options
+// to every program and cannot take one away: Kubernetes' base environment sets cel-go's
+// cost tracker and cost limit, which charge a call after it returned (the guard
+// replaces them), and the constant folding and regex precompilation that the guard does
+// its own way (literal.go, regexbounds.go). They are planned in an environment with
+// env's type adapter and provider, variables and functions (implementations included),
+// optional values (cel.OptionalTypes, whose decorator makes an optional's or and
+// orValue short-circuit) and cross-type numeric comparisons, and no other program
+// option.
+func NewGuard(env *cel.Env, variable string) (*Guard, error) {
+	fns := env.Functions()
+	fdecls := make([]*decls.FunctionDecl, 0, len(fns))
+	overloads := map[string]*functions.Overload{}
+	for _, fn := range fns {
+		fdecls = append(fdecls, fn)
+		bindings, err := fn.Bindings()
+		if err != nil {
+			return nil, fmt.Errorf("function %s: %w", fn.Name(), err)
+		}
+		for _, b := range bindings {
+			overloads[b.Operator] = b
 		}
 	}
-	return nil
-}
-
-// interrupted is the panic that stops an evaluation whose context is done (see
-// Evaluator.EvaluateContext); cel-go's Eval recovers it into an error.
-var interrupted = interpreter.EvalCancelledError{
-	Cause:   interpreter.ContextCancelled,
-	Message: "operation interrupted",
-}
-
-// checkInterrupt stops the evaluation when its context is done. It looks at the context
-// every interruptCheckFrequency calls (cel-go's own counter, shared with comprehensions).
-func checkInterrupt(act interpreter.Activation) {
-	if f, ok := act.(*interpreter.ExecutionFrame); ok && f != nil && f.CheckInterrupt() {
-		panic(interrupted)
+	plan, err := cel.NewCustomEnv(
+		cel.CustomTypeAdapter(env.CELTypeAdapter()),
+		cel.CustomTypeProvider(env.CELTypeProvider()),
+		cel.VariableDecls(env.Variables()...),
+		cel.FunctionDecls(fdecls...),
+		cel.CrossTypeNumericComparisons(true),
+		cel.OptionalTypes(),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("planning environment: %w", err)
 	}
+	return &Guard{env: plan, overloads: overloads, variable: variable}, nil
 }
 
-// charge takes cost from the budget of the evaluation, or stops it; it stops it too
-// when the evaluation's context is done.
-func charge(act interpreter.Activation, cost uint64) {
-	checkInterrupt(act)
-	a := budgetOf(act)
-	if a == nil {
-		if cost > CostLimit {
-			panic(costExceeded)
+// Plan plans checked, an expression type-checked in the Guard's environment, with the
+// call guard: every call is charged from its arguments before it runs and, when the
+// expression has a comprehension, every step of every iteration is charged too. An
+// expression without comprehensions does at most as many steps as it has nodes besides
+// its calls, so only its calls are charged. The program is meant to run through
+// Activation.Eval, which gives it its budget; every interruptCheckFrequency
+// comprehension iterations, charged calls or runes that a regular expression reads, it
+// looks at the context of the evaluation.
+func (g *Guard) Plan(checked *celast.AST) (cel.Program, error) {
+	guard := guardDecorator(g.overloads, g.variable, hasComprehension(checked.Expr()))
+	prg, err := g.env.PlanProgram(checked, cel.CustomDecoratorV2(guard), cel.InterruptCheckFrequency(interruptCheckFrequency))
+	if err != nil {
+		return nil, fmt.Errorf("planning the program: %w", err)
+	}
+	return prg, nil
+}
+
+// interruptCheckFrequency is how many comprehension iterations or charged calls pass
+// between two looks at the context of an evaluation.
+const interruptCheckFrequency = 64
+
+// hasComprehension reports whether e contains a comprehension (all, exists, map,
+// filter, cel.bind, ...): the only way an expression repeats work.
+func hasComprehension(e celast.Expr) bool {
+	found := false
+	celast.PreOrderVisit(e, celast.NewExprVisitor(func(e celast.Expr) {
+		if e.Kind() == celast.ComprehensionKind {
+			found = true
 		}
-		return
-	}
-	if cost > a.remaining {
-		a.remaining = 0
-		panic(costExceeded)
-	}
-	a.remaining -= cost
-}
-
-// remaining is the budget left, in the units sizeOf counts (bytes, elements), for
-// bounding the walks of sizeOf.
-func remaining(act interpreter.Activation) uint64 {
-	if a := budgetOf(act); a != nil {
-		return sat(a.remaining, traversalFactor)
-	}
-	return sat(CostLimit, traversalFactor)
-}
-
-// sat multiplies without overflow.
-func sat(a, b uint64) uint64 {
-	hi, lo := bits.Mul64(a, b)
-	if hi != 0 {
-		return ^uint64(0)
-	}
-	return lo
+	}))
+	return found
 }
 
 // guardDecorator returns the program decorator that guards calls (see above). With
@@ -140,7 +136,7 @@ func sat(a, b uint64) uint64 {
 // job, but its bookkeeping stack grows with every iteration and is searched from the
 // top, which makes a comprehension over 10,000 elements take a third of a second within
 // 4% of the budget; the guard replaces it.)
-func guardDecorator(overloads map[string]*functions.Overload, counting bool) interpreter.InterpretableDecoratorV2 {
+func guardDecorator(overloads map[string]*functions.Overload, variable string, counting bool) interpreter.InterpretableDecoratorV2 {
 	slots := prefixSlots{}
 	return func(i interpreter.InterpretableV2) (interpreter.InterpretableV2, error) {
 		if fp, ok := i.(*fastPath); ok {
@@ -150,7 +146,7 @@ func guardDecorator(overloads map[string]*functions.Overload, counting bool) int
 			return c, nil // literal.go
 		}
 		if !counting {
-			if fp := newFastPath(i, slots); fp != nil {
+			if fp := newFastPath(i, slots, variable); fp != nil {
 				return fp, nil
 			}
 		}

@@ -1,6 +1,6 @@
 //go:build !race
 
-package health_test
+package celbound_test
 
 // cpuScale and allocScale stretch the bounds of the bounds tests (see race_on_test.go).
 const (

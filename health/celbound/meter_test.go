@@ -1,4 +1,4 @@
-package health_test
+package celbound_test
 
 import (
 	"errors"
@@ -6,6 +6,7 @@ import (
 
 	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
 	"github.com/kumodo/convoy-observer/health"
+	"github.com/kumodo/convoy-observer/health/celbound"
 )
 
 // heavyEvaluator has three ConfigMap rules that cost a good part of CostLimit on
@@ -42,7 +43,7 @@ func TestMeterBudget(t *testing.T) {
 	t.Parallel()
 	ev, obj := heavyEvaluator(t), heavyObject()
 
-	free := health.NewMeter(0)
+	free := celbound.NewMeter(0)
 	r, u, err := ev.EvaluateMetered(nil, free, "v1", "configmaps", obj)
 	if err != nil {
 		t.Fatal(err)
@@ -57,12 +58,12 @@ func TestMeterBudget(t *testing.T) {
 	one := u.Cost // the cost of one full evaluation
 
 	budget := one + one/2 // one evaluation fits, the second does not
-	m := health.NewMeter(budget)
+	m := celbound.NewMeter(budget)
 	if _, _, err := ev.EvaluateMetered(nil, m, "v1", "configmaps", obj); err != nil {
 		t.Fatalf("first evaluation within the budget: %v", err)
 	}
 	r, u2, err := ev.EvaluateMetered(nil, m, "v1", "configmaps", obj)
-	if !errors.Is(err, health.ErrBudgetExhausted) {
+	if !errors.Is(err, celbound.ErrBudgetExhausted) {
 		t.Fatalf("second evaluation: got %+v, %v; want ErrBudgetExhausted", r, err)
 	}
 	if m.Used() > budget {
@@ -72,7 +73,7 @@ func TestMeterBudget(t *testing.T) {
 		t.Fatalf("cut evaluation: cost %d of %d, exhausted %v", u2.Cost, one, m.Exhausted())
 	}
 	// Once exhausted, nothing more runs.
-	if _, u3, err := ev.EvaluateMetered(nil, m, "v1", "configmaps", obj); !errors.Is(err, health.ErrBudgetExhausted) || (m.Exhausted() && u3.Cost != 0) {
+	if _, u3, err := ev.EvaluateMetered(nil, m, "v1", "configmaps", obj); !errors.Is(err, celbound.ErrBudgetExhausted) || (m.Exhausted() && u3.Cost != 0) {
 		t.Fatalf("third evaluation: %v, cost %d", err, u3.Cost)
 	}
 

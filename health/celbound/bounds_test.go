@@ -1,4 +1,4 @@
-package health_test
+package celbound_test
 
 import (
 	"fmt"

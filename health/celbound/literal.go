@@ -1,4 +1,4 @@
-package health
+package celbound
 
 import (
 	"github.com/google/cel-go/common/operators"
