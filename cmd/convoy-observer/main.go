@@ -7,11 +7,13 @@ package main
 import (
 	"flag"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/spf13/pflag"
 	"go.uber.org/zap/zapcore"
 	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
@@ -33,7 +35,7 @@ func main() {
 		fmt.Print(version.Line("convoy-observer"))
 		return
 	}
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zopts), zap.WriteTo(os.Stderr)))
+	setupLogging(&zopts, os.Stderr)
 	log := ctrl.Log.WithName("setup")
 	o, err := flags.Options()
 	if err != nil {
@@ -89,4 +91,13 @@ func loadConfig() (*rest.Config, error) {
 		return nil, fmt.Errorf("no --kubeconfig given and not running in a cluster: %w", err)
 	}
 	return cfg, nil
+}
+
+// setupLogging makes the JSON logger of opts, writing to w, the logger of
+// controller-runtime and of klog, so client-go's own lines (a reflector's watch
+// warnings, a throttled request) are JSON lines among the observer's, not plain text.
+func setupLogging(opts *zap.Options, w io.Writer) {
+	logger := zap.New(zap.UseFlagOptions(opts), zap.WriteTo(w))
+	ctrl.SetLogger(logger)
+	klog.SetLogger(logger)
 }

@@ -1,10 +1,16 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"go.uber.org/zap/zapcore"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/kumodo/convoy-observer/internal/testenv/selfexec"
 )
@@ -54,5 +60,19 @@ func TestInClusterFallback(t *testing.T) {
 				t.Fatalf("exit %d, stderr %q: want 1 and the in-cluster config's error (%q)", code, stderr, tc.want)
 			}
 		})
+	}
+}
+
+// TestKlogLinesAreJSON: what client-go logs through klog (a reflector's warning) comes
+// out as a JSON line of the observer's logger, not as klog's plain text.
+func TestKlogLinesAreJSON(t *testing.T) {
+	var buf bytes.Buffer
+	setupLogging(&zap.Options{StacktraceLevel: zapcore.DPanicLevel}, &buf)
+	klog.InfoS("Warning: watch ended with error", "reflector", "r")
+	klog.Flush()
+	line := strings.TrimSpace(buf.String())
+	var m map[string]any
+	if err := json.Unmarshal([]byte(line), &m); err != nil || m["msg"] != "Warning: watch ended with error" || m["reflector"] != "r" {
+		t.Fatalf("klog's line %q is not the logger's JSON: %v", line, err)
 	}
 }

@@ -131,7 +131,7 @@ func (f *TargetFlags) BindFlags(fs *pflag.FlagSet) {
 
 // EvaluationFlags bound and share the CPU that the rules spend.
 type EvaluationFlags struct {
-	PassBudget           int64
+	PassBudget           uint64
 	Slots                int
 	NamespaceWeightLabel string
 }
@@ -139,7 +139,7 @@ type EvaluationFlags struct {
 // BindFlags defines --pass-evaluation-budget, --evaluation-concurrency and
 // --namespace-weight-label.
 func (f *EvaluationFlags) BindFlags(fs *pflag.FlagSet) {
-	fs.Int64Var(&f.PassBudget, "pass-evaluation-budget", int64(healthloop.DefaultPassBudget), "CEL cost units that the rules may spend in one pass over one Release (one expression may spend at most 1,000,000, about 0.1 s of CPU); entries not evaluated within it are Unknown until a later pass; 0 or less: no budget (docs/operations.md, \"Tenants and fairness\")")
+	fs.Uint64Var(&f.PassBudget, "pass-evaluation-budget", healthloop.DefaultPassBudget, "CEL cost units that the rules may spend in one pass over one Release (one expression may spend at most 1,000,000, about 0.1 s of CPU); entries not evaluated within it are Unknown until a later pass; 0: no budget (docs/operations.md, \"Tenants and fairness\")")
 	fs.IntVar(&f.Slots, "evaluation-concurrency", 0, "rule evaluations running at once across all passes, served fairly across namespaces; 0: GOMAXPROCS (the cores the process may use)")
 	fs.StringVar(&f.NamespaceWeightLabel, "namespace-weight-label", "", "label of a Namespace whose value (a positive number, default 1) weighs the namespace's share of the queue and of the evaluation CPU when namespaces compete; empty: all namespaces weigh the same (needs get, list, watch on namespaces)")
 }
@@ -174,9 +174,6 @@ func (f *Flags) Options() (Options, error) {
 		return Options{}, err
 	}
 	budget := f.Evaluation.PassBudget
-	if budget == 0 {
-		budget = -1 // the flag's 0 is no budget; Options' 0 is the default
-	}
 	return Options{
 		SyncThroughAPIServer:     !f.WakeUps.Disable && f.WakeUps.SyncURL == "",
 		SyncURL:                  f.WakeUps.SyncURL,
@@ -204,7 +201,7 @@ func (f *Flags) Options() (Options, error) {
 		LeaseDuration:            f.LeaderElection.LeaseDuration,
 		RenewDeadline:            f.LeaderElection.RenewDeadline,
 		RetryPeriod:              f.LeaderElection.RetryPeriod,
-		PassBudget:               budget,
+		PassBudget:               &budget,
 		EvaluationSlots:          f.Evaluation.Slots,
 		NamespaceWeightLabel:     f.Evaluation.NamespaceWeightLabel,
 	}, nil

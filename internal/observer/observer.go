@@ -97,9 +97,9 @@ type Options struct {
 	// ReadConcurrency bounds the concurrent object reads of one pass.
 	ReadConcurrency int
 	// PassBudget bounds the CEL cost of one pass over one Release, in CEL cost units
-	// (healthloop.FairOptions.PassBudget); 0 means healthloop.DefaultPassBudget, a
-	// negative value no budget.
-	PassBudget int64
+	// (healthloop.FairOptions.PassBudget): 0 means no budget, as for the flag and the
+	// loop; nil means healthloop.DefaultPassBudget.
+	PassBudget *uint64
 	// EvaluationSlots bounds the rule evaluations in flight; 0 means GOMAXPROCS.
 	EvaluationSlots int
 	// NamespaceWeightLabel, when not "", is the label of a Namespace whose value (a
@@ -244,11 +244,8 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, err
 	if o.ReadConcurrency > 0 {
 		h.ReadConcurrency = o.ReadConcurrency
 	}
-	switch {
-	case o.PassBudget > 0:
-		h.Fair.PassBudget = uint64(o.PassBudget)
-	case o.PassBudget < 0:
-		h.Fair.PassBudget = 0
+	if o.PassBudget != nil {
+		h.Fair.PassBudget = *o.PassBudget
 	}
 	h.Fair.Slots = o.EvaluationSlots
 	if o.NamespaceWeightLabel != "" {
