@@ -17,7 +17,8 @@
 //   - controller.go: the wiring (SetupWithManager) and syncHandler;
 //   - inventory.go, clusters.go: the inventory a pass reads; the Cluster, its shard and
 //     what is remembered of it;
-//   - hooks.go: hook polling and the hooks write;
+//   - hooks.go, hookoutcome.go: reading the hooks' workloads and the hooks write; their
+//     states decided from those reads (decideHooks);
 //   - assess.go, fair.go, targets.go: reading and evaluating the entries, the budget and
 //     fair share of the evaluations across namespaces, and which target objects each
 //     Release reads (a change of one of them queues exactly the Releases that record it);
