@@ -19,9 +19,10 @@
 //     what is remembered of it;
 //   - hooks.go, hookoutcome.go: reading the hooks' workloads and the hooks write; their
 //     states decided from those reads (decideHooks);
-//   - assess.go, fair.go, targets.go: reading and evaluating the entries, the budget and
-//     fair share of the evaluations across namespaces, and which target objects each
-//     Release reads (a change of one of them queues exactly the Releases that record it);
+//   - assess.go, fair.go, targets.go: reading and evaluating the entries, the pass's
+//     evaluation budget (the fair share across namespaces is package fairshare), and
+//     which target objects each Release reads (a change of one of them queues exactly
+//     the Releases that record it);
 //   - decide.go: the decision of a pass, a pure function of what it read (decide);
 //   - writes.go: the entries write and the Healthy condition;
 //   - commit.go: the order of the writes and what a failed one means;
