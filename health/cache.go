@@ -232,6 +232,7 @@ func rulesText(rules []extv1alpha1.RuleSpec) string {
 		}
 		b.WriteString(strconv.Quote(r.RuleExpression))
 		b.WriteString(strconv.Quote(r.MessageExpression))
+		b.WriteString(strconv.Quote(r.FailedExpression))
 		b.WriteByte('|')
 	}
 	return b.String()

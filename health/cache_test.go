@@ -97,6 +97,14 @@ func TestEvaluatorCacheWithoutGeneration(t *testing.T) {
 	assertResult(t, ev.Evaluate("v1", "configmaps", obj), health.Fail, "health rule 0 of GlobalHealthRuleSet/a not satisfied")
 	ev, _ = c.Get([]extv1alpha1.GlobalHealthRuleSet{globalSet("a", nil, configMapRule("true", ""))}, nil)
 	assertResult(t, ev.Evaluate("v1", "configmaps", obj), health.Pass, "")
+	// Only the failedExpression changes: a failure turns terminal.
+	rule := configMapRule("false", "")
+	ev, _ = c.Get([]extv1alpha1.GlobalHealthRuleSet{globalSet("a", nil, rule)}, nil)
+	rule.FailedExpression = "true"
+	ev2, _ := c.Get([]extv1alpha1.GlobalHealthRuleSet{globalSet("a", nil, rule)}, nil)
+	if ev.Evaluate("v1", "configmaps", obj).Terminal || !ev2.Evaluate("v1", "configmaps", obj).Terminal {
+		t.Error("a changed failedExpression is not seen: the cache keyed the set without it")
+	}
 }
 
 // TestEvaluatorCacheLocalSets: HealthRuleSets of two namespaces with the same name

@@ -168,9 +168,10 @@ func check(env *celEnv, parsed *cel.Ast) (cel.Program, *celast.AST, error) {
 	return prg, ast.NativeRep(), nil
 }
 
-// parsedRule is the parsed expressions of one rule; message is nil when it has none.
+// parsedRule is the parsed expressions of one rule; message and failed are nil when it
+// has none.
 type parsedRule struct {
-	rule, message *cel.Ast
+	rule, message, failed *cel.Ast
 }
 
 // parseSet parses the expressions of a set's rules in order and refuses, with a
@@ -189,8 +190,9 @@ func parseSet(env *celEnv, kind, namespace, name string, rules []extv1alpha1.Rul
 			field string
 			expr  string
 			ast   **cel.Ast
-		}{{FieldRuleExpression, rules[i].RuleExpression, &p.rule}, {FieldMessageExpression, rules[i].MessageExpression, &p.message}} {
-			if f.field == FieldMessageExpression && f.expr == "" {
+		}{{FieldRuleExpression, rules[i].RuleExpression, &p.rule}, {FieldMessageExpression, rules[i].MessageExpression, &p.message},
+			{FieldFailedExpression, rules[i].FailedExpression, &p.failed}} {
+			if f.field != FieldRuleExpression && f.expr == "" {
 				continue
 			}
 			fail := &CompileError{Kind: kind, Namespace: namespace, Name: name, RuleIndex: i, Field: f.field, Expression: f.expr}

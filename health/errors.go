@@ -4,10 +4,11 @@ import (
 	"fmt"
 )
 
-// Names of the two expressions of a rule, as in RuleSpec's JSON, used by CompileError.
+// Names of the expressions of a rule, as in RuleSpec's JSON, used by CompileError.
 const (
 	FieldRuleExpression    = "ruleExpression"
 	FieldMessageExpression = "messageExpression"
+	FieldFailedExpression  = "failedExpression"
 )
 
 // CompileError is the error of NewEvaluator when one expression of one rule does not
@@ -25,7 +26,7 @@ type CompileError struct {
 	Name string
 	// RuleIndex is the 0-based index of the rule in spec.rules.
 	RuleIndex int
-	// Field is FieldRuleExpression or FieldMessageExpression.
+	// Field is FieldRuleExpression, FieldMessageExpression or FieldFailedExpression.
 	Field string
 	// Expression is the text of the expression that failed.
 	Expression string

@@ -4,13 +4,11 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
 
 	"github.com/google/cel-go/cel"
-	"github.com/google/cel-go/common/types"
 
 	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
 	"github.com/kumodo/convoy-observer/health/celbound"
@@ -29,9 +27,11 @@ type compiledRule struct {
 	index      int         // Result.RuleIndex
 	rule       cel.Program // ruleExpression
 	message    cel.Program // messageExpression; nil when the rule has none
+	failedExpr cel.Program // failedExpression; nil when the rule has none
 	generalMsg string      // message when message is nil or does not give a string
 	failed     *Decider    // DecidedBy of a Fail
 	errored    *Decider    // DecidedBy of an Error
+	terminal   *Decider    // DecidedBy of a terminal Fail (failedExpression true)
 	// apiVersionTerms are the leading terms of a wildcard rule's ruleExpression that
 	// read only object.apiVersion (decide.go); nil for exact rules and for rules
 	// without such terms.
@@ -158,11 +158,17 @@ func (e *Evaluator) addSet(env *celEnv, kind, namespace, name string, rules []ex
 			return fail(FieldRuleExpression, spec.RuleExpression, err)
 		}
 		cr := &compiledRule{seq: e.count, ruleSet: id, index: i, rule: rule, generalMsg: generalMessage(kind, name, i),
-			failed:  &Decider{Kind: kind, Namespace: namespace, Name: name, Rule: i, Cause: CauseRuleFailed},
-			errored: &Decider{Kind: kind, Namespace: namespace, Name: name, Rule: i, Cause: CauseEvaluationError}}
+			failed:   &Decider{Kind: kind, Namespace: namespace, Name: name, Rule: i, Cause: CauseRuleFailed},
+			errored:  &Decider{Kind: kind, Namespace: namespace, Name: name, Rule: i, Cause: CauseEvaluationError},
+			terminal: &Decider{Kind: kind, Namespace: namespace, Name: name, Rule: i, Cause: CauseFailed}}
 		if parsed[i].message != nil {
 			if cr.message, _, err = check(env, parsed[i].message); err != nil {
 				return fail(FieldMessageExpression, spec.MessageExpression, err)
+			}
+		}
+		if parsed[i].failed != nil {
+			if cr.failedExpr, _, err = check(env, parsed[i].failed); err != nil {
+				return fail(FieldFailedExpression, spec.FailedExpression, err)
 			}
 		}
 		e.count++
@@ -269,7 +275,11 @@ var emptyObject = map[string]any{}
 //
 // The applicable rules run in the evaluator's order; the first one that errors gives
 // Error, the first one that returns false gives Fail, and Pass needs all of them to
-// return true (or none to apply). Each expression runs within celbound.CostLimit; one
+// return true (or none to apply). Once a rule has returned false, the rules after it run
+// only when they have a failedExpression, to find a terminal failure: the first rule
+// whose ruleExpression returns false and whose failedExpression returns true decides (a
+// terminal Fail, Result.Terminal, with its message); an error in a failedExpression is
+// an Error; without a terminal failure the first Fail decides. Each expression runs within celbound.CostLimit; one
 // that would exceed it is an Error "evaluation error: operation cancelled: actual cost
 // limit exceeded". A panic inside an evaluation is an Error too, never a crash.
 func (e *Evaluator) Evaluate(apiVersion, resource string, object map[string]any) Result {
@@ -305,76 +315,4 @@ func (e *Evaluator) evaluate(ctx context.Context, m *celbound.Meter, apiVersion,
 	}()
 	r, err := e.evaluateRules(ctx, m, act, match, apiVersion, object)
 	return r, act.Spent(), err
-}
-
-// evaluateRules is evaluate once the rules are matched and the activation taken.
-func (e *Evaluator) evaluateRules(ctx context.Context, m *celbound.Meter, act *celbound.Activation, match matched, apiVersion string, object map[string]any) (Result, error) {
-	rules := match.rules
-	// Rules decided at match time pass this object when its apiVersion field is the
-	// one they were decided for (decide.go). The view (view.go, which never changes the
-	// apiVersion) is built when the first rule runs: not at all when every rule is
-	// decided.
-	decided := match.passes
-	if decided != nil {
-		if v, _ := object["apiVersion"].(string); v != apiVersion {
-			decided = nil
-		}
-	}
-	viewed := false
-	for i, r := range rules {
-		if ctx != nil && ctx.Err() != nil {
-			return Result{}, ctx.Err()
-		}
-		if m != nil && m.Exhausted() {
-			return Result{}, celbound.ErrBudgetExhausted
-		}
-		if decided != nil && decided[i] {
-			continue
-		}
-		if !viewed {
-			act.Bind(ruleView(object))
-			viewed = true
-		}
-		out, err := act.Eval(ctx, r.rule)
-		if ctx != nil && ctx.Err() != nil {
-			// Interrupted: whatever the expression returned (an && or || can absorb an
-			// interrupted comprehension) is not a verdict.
-			return Result{}, ctx.Err()
-		}
-		if err != nil {
-			if errors.Is(err, celbound.ErrBudgetExhausted) {
-				return Result{}, err
-			}
-			return r.result(Error, evaluationErrorPrefix+err.Error(), len(rules)), nil
-		}
-		ok, isBool := out.(types.Bool)
-		if !isBool {
-			return r.result(Error, fmt.Sprintf("%sruleExpression returned %s, not bool", evaluationErrorPrefix, typeName(out)), len(rules)), nil
-		}
-		if !ok {
-			msg := r.failureMessage(ctx, act)
-			if ctx != nil && ctx.Err() != nil {
-				return Result{}, ctx.Err()
-			}
-			return r.result(Fail, msg, len(rules)), nil
-		}
-	}
-	return passedResult(len(rules)), nil
-}
-
-// failureMessage evaluates the rule's messageExpression, or falls back to the general
-// message when there is none, it errors, or it does not return a string.
-func (r *compiledRule) failureMessage(ctx context.Context, act *celbound.Activation) string {
-	if r.message == nil {
-		return r.generalMsg
-	}
-	out, err := act.Eval(ctx, r.message)
-	if err != nil {
-		return r.generalMsg
-	}
-	s, ok := out.(types.String)
-	if !ok {
-		return r.generalMsg
-	}
-	return string(s)
 }

@@ -65,10 +65,14 @@ type Result struct {
 	// the object, whether or not evaluation reached them: 0 on a Pass means that no rule
 	// judged the object (it is Healthy only because nothing applies to it).
 	RulesApplied int
+	// Terminal is set on a Fail whose deciding rule's failedExpression returned true:
+	// the failure is final, and DeriveState makes the object Degraded at once
+	// (DecidedBy.Cause is CauseFailed).
+	Terminal bool
 }
 
-// Cause says how a rule decided an entry's state: RuleFailed, DeadlinePassed or
-// EvaluationError. Evaluate gives RuleFailed or EvaluationError; Explain turns a
+// Cause says how a rule decided an entry's state: RuleFailed, DeadlinePassed, Failed or
+// EvaluationError. Evaluate gives RuleFailed, Failed or EvaluationError; Explain turns a
 // RuleFailed into DeadlinePassed when the deadline made the entry Degraded.
 type Cause string
 
@@ -83,6 +87,10 @@ const (
 	// entry is Degraded rather than Progressing (docs/design.md, "Per-entry
 	// evaluation"). Only Explain gives it.
 	CauseDeadlinePassed Cause = "DeadlinePassed"
+	// CauseFailed: the rule's ruleExpression returned false and its failedExpression
+	// returned true: the failure is terminal, and the entry is Degraded at once
+	// (Result.Terminal).
+	CauseFailed Cause = "Failed"
 )
 
 // Decider names the rule that decided a result, for explanations (the decidedBy of
@@ -99,8 +107,8 @@ type Decider struct {
 	Name string `json:"name"`
 	// Rule is the 0-based index of the rule in the set's spec.rules.
 	Rule int `json:"rule"`
-	// Cause is RuleFailed or EvaluationError in a Result; Explain may make it
-	// DeadlinePassed.
+	// Cause is RuleFailed, Failed or EvaluationError in a Result; Explain may make a
+	// RuleFailed DeadlinePassed.
 	Cause Cause `json:"cause"`
 }
 
@@ -115,6 +123,14 @@ func (r *compiledRule) result(o Outcome, message string, applied int) Result {
 	}
 	return Result{Outcome: o, Message: TruncateMessage(message), RuleSet: r.ruleSet, RuleIndex: r.index, DecidedBy: d,
 		RulesApplied: applied}
+}
+
+// terminalResult builds the Fail of this rule when its failedExpression said the failure
+// is terminal.
+func (r *compiledRule) terminalResult(message string, applied int) Result {
+	res := r.result(Fail, message, applied)
+	res.DecidedBy, res.Terminal = r.terminal, true
+	return res
 }
 
 // typeName names the CEL type of v for an error message.

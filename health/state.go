@@ -12,9 +12,10 @@ import (
 //
 //   - Error: Unknown; the anchor is kept as it is (nil stays nil).
 //   - Pass: Healthy; the anchor is cleared (nil).
-//   - Fail: the anchor becomes now when it is nil. Without a deadline (deadline nil) the
-//     state is Progressing. Otherwise it is Degraded when now − anchor ≥ *deadline, else
-//     Progressing.
+//   - Fail: the anchor becomes now when it is nil. A terminal Fail (r.Terminal: a
+//     failedExpression said so) is Degraded at once. Otherwise, without a deadline
+//     (deadline nil) the state is Progressing; with one it is Degraded when
+//     now − anchor ≥ *deadline, else Progressing.
 //
 // now is the time of this pass; DeriveState reads no clock. The subtraction saturates
 // (time.Time.Sub), so an anchor far in the past or a huge deadline never overflows. An
@@ -33,7 +34,7 @@ func DeriveState(r Result, firstUnhealthy *time.Time, deadline *time.Duration, n
 		if firstUnhealthy != nil {
 			anchor = *firstUnhealthy
 		}
-		if deadline != nil && now.Sub(anchor) >= *deadline {
+		if r.Terminal || (deadline != nil && now.Sub(anchor) >= *deadline) {
 			return v1alpha1.StateDegraded, &anchor
 		}
 		return v1alpha1.StateProgressing, &anchor
@@ -48,7 +49,8 @@ func DeriveState(r Result, firstUnhealthy *time.Time, deadline *time.Duration, n
 
 // Explain returns which rule decided state, the state that DeriveState derived from r:
 // r.DecidedBy, except that a failing rule (CauseRuleFailed) that left the entry Degraded
-// gets CauseDeadlinePassed, since only the deadline turns a failure Degraded. It returns
+// gets CauseDeadlinePassed, since only the deadline turns a non-terminal failure
+// Degraded (a terminal one is CauseFailed already). It returns
 // nil when no rule decided (a Healthy state, or an object that could not be read). The
 // result is a new Decider; r.DecidedBy is not modified.
 func Explain(r Result, state v1alpha1.HealthState) *Decider {

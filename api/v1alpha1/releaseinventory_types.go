@@ -156,7 +156,8 @@ type EntryDecider struct {
 
 	// cause is how the rule decided: RuleFailed (its ruleExpression returned false,
 	// Progressing), DeadlinePassed (it failed past spec.healthAssessment.deadline,
-	// Degraded) or EvaluationError (it could not be evaluated, Unknown).
+	// Degraded), Failed (it failed and its failedExpression says the failure is terminal,
+	// Degraded at once) or EvaluationError (it could not be evaluated, Unknown).
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63

@@ -220,13 +220,14 @@ func lintSet(kind, namespace, name string, rules []extv1alpha1.RuleSpec, src Sch
 	return out
 }
 
-// checkRule type-checks both expressions of r against the schema s of apiVersion/res:
+// checkRule type-checks the expressions of r against the schema s of apiVersion/res:
 // errors are added, the selections of undeclared fields are tallied.
 func checkRule(r *extv1alpha1.RuleSpec, apiVersion, res string, s *spec.Schema, gvk schema.GroupVersionKind, add addFunc, tally *undeclaredTally) {
 	resource := fmt.Sprintf("%s %s (%s)", apiVersion, res, gvk.Kind)
 	tally.checked = append(tally.checked, resource)
 	for _, e := range []struct{ field, expr string }{
 		{health.FieldRuleExpression, r.RuleExpression}, {health.FieldMessageExpression, r.MessageExpression},
+		{health.FieldFailedExpression, r.FailedExpression},
 	} {
 		if e.expr == "" {
 			continue

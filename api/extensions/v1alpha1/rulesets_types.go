@@ -36,6 +36,17 @@ type RuleSpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=16384
 	MessageExpression string `json:"messageExpression,omitempty"`
+
+	// failedExpression is an optional inlined CEL expression, evaluated only when
+	// ruleExpression returned false. It must return a bool; true means that the failure
+	// is terminal: the resource is Degraded at once, whatever the Release's deadline, with
+	// this rule's message (decidedBy.cause Failed). An object that fails a rule is
+	// evaluated further only to find such a terminal failure among its other applicable
+	// rules (the first one found decides). Without it, a failing rule makes the resource
+	// Progressing until the deadline passes.
+	// +optional
+	// +kubebuilder:validation:MaxLength=16384
+	FailedExpression string `json:"failedExpression,omitempty"`
 }
 
 // GlobalHealthRuleSetSpec defines the desired state of GlobalHealthRuleSet.

@@ -20,7 +20,8 @@ type EntryDeciderApplyConfiguration struct {
 	Rule *int32 `json:"rule,omitempty"`
 	// cause is how the rule decided: RuleFailed (its ruleExpression returned false,
 	// Progressing), DeadlinePassed (it failed past spec.healthAssessment.deadline,
-	// Degraded) or EvaluationError (it could not be evaluated, Unknown).
+	// Degraded), Failed (it failed and its failedExpression says the failure is terminal,
+	// Degraded at once) or EvaluationError (it could not be evaluated, Unknown).
 	Cause *string `json:"cause,omitempty"`
 }
 
