@@ -31,7 +31,8 @@ func (e *Evaluator) evaluateRules(ctx context.Context, m *celbound.Meter, act *c
 	// first is the first Fail: once an object fails a rule, the rules after it are
 	// evaluated only to find a terminal failure (a failedExpression that returns true),
 	// so only those with a failedExpression run; without one the first Fail decides.
-	var first *Result
+	var first Result
+	failed := false
 	for i, r := range rules {
 		if ctx != nil && ctx.Err() != nil {
 			return Result{}, ctx.Err()
@@ -39,7 +40,7 @@ func (e *Evaluator) evaluateRules(ctx context.Context, m *celbound.Meter, act *c
 		if m != nil && m.Exhausted() {
 			return Result{}, celbound.ErrBudgetExhausted
 		}
-		if (decided != nil && decided[i]) || (first != nil && r.failedExpr == nil) {
+		if (decided != nil && decided[i]) || (failed && r.failedExpr == nil) {
 			continue
 		}
 		if !viewed {
@@ -56,14 +57,14 @@ func (e *Evaluator) evaluateRules(ctx context.Context, m *celbound.Meter, act *c
 			if errors.Is(err, celbound.ErrBudgetExhausted) {
 				return Result{}, err
 			}
-			if first != nil {
+			if failed {
 				continue // not false: no terminal failure
 			}
 			return r.result(Error, evaluationErrorPrefix+err.Error(), len(rules)), nil
 		}
 		ok, isBool := out.(types.Bool)
 		if !isBool {
-			if first != nil {
+			if failed {
 				continue
 			}
 			return r.result(Error, fmt.Sprintf("%sruleExpression returned %s, not bool", evaluationErrorPrefix, typeName(out)), len(rules)), nil
@@ -80,17 +81,16 @@ func (e *Evaluator) evaluateRules(ctx context.Context, m *celbound.Meter, act *c
 				return res, nil
 			}
 		}
-		if first == nil {
+		if !failed {
 			msg := r.failureMessage(ctx, act)
 			if ctx != nil && ctx.Err() != nil {
 				return Result{}, ctx.Err()
 			}
-			res := r.result(Fail, msg, len(rules))
-			first = &res
+			first, failed = r.result(Fail, msg, len(rules)), true
 		}
 	}
-	if first != nil {
-		return *first, nil
+	if failed {
+		return first, nil
 	}
 	return passedResult(len(rules)), nil
 }
