@@ -42,7 +42,7 @@ type evalLine struct {
 	State      v1alpha1.HealthState `json:"state"`
 	Message    string               `json:"message"`
 	// DecidedBy names the rule that decided a Progressing, Degraded or Unknown state
-	// and why: RuleFailed, DeadlinePassed or EvaluationError (health.Explain; added
+	// and why: RuleFailed, DeadlinePassed, Failed or EvaluationError (health.Explain; added
 	// after docs/design.md, "Command line", as in /health; absent when no rule decided).
 	DecidedBy *health.Decider `json:"decidedBy,omitempty"`
 	// ResourceGuessed is the resource guessed for the object's kind with
@@ -64,7 +64,8 @@ func newHealthEvalCommand(env *cliEnv) *cobra.Command {
 one JSON object per line: {"apiVersion","kind","namespace","name","state","message"}, plus
 "decidedBy" ({"kind","namespace","name","rule","cause"}: the rule set and 0-based rule index
 that decided a non-Healthy state, cause RuleFailed (Progressing), DeadlinePassed (a failing
-rule, Degraded because --deadline passed) or EvaluationError (Unknown)) when a rule decided,
+rule, Degraded because --deadline passed), Failed (a terminal failure, Degraded at once) or
+EvaluationError (Unknown)) when a rule decided,
 and "rulesApplied": the number of rules that match the object's apiVersion and resource (0
 on a Healthy line means that no rule judged the object).
 

@@ -74,7 +74,8 @@ type HealthEntry struct {
 	// kind (GlobalHealthRuleSet or HealthRuleSet), namespace ("" for a global set) and
 	// name, the 0-based index of the rule in its spec.rules, and the cause RuleFailed
 	// (Progressing), DeadlinePassed (a failing rule, Degraded because the deadline
-	// passed) or EvaluationError (Unknown). The observer records it in the inventory
+	// passed), Failed (a failing rule whose failedExpression says the failure is
+	// terminal, Degraded at once) or EvaluationError (Unknown). The observer records it in the inventory
 	// entry with the state, at the same assessment; null for a Healthy or unassessed
 	// entry, one that no rule decided (its object is missing or unreadable, or the pass
 	// could not evaluate it), or one the observer has not recorded it for yet (see

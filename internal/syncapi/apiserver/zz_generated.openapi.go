@@ -175,7 +175,7 @@ func schema_githubcom_kumodo_convoy_observer_health_Decider(ref common.Reference
 					},
 					"cause": {
 						SchemaProps: spec.SchemaProps{
-							Description: "Cause is RuleFailed or EvaluationError in a Result; Explain may make it DeadlinePassed.",
+							Description: "Cause is RuleFailed, Failed or EvaluationError in a Result; Explain may make a RuleFailed DeadlinePassed.",
 							Default:     "",
 							Type:        []string{"string"},
 							Format:      "",
@@ -283,7 +283,7 @@ func schema_kumodo_convoy_observer_internal_syncapi_HealthEntry(ref common.Refer
 					},
 					"decidedBy": {
 						SchemaProps: spec.SchemaProps{
-							Description: "DecidedBy names the rule that decided the entry's state and why, for an entry that is not Healthy: {\"kind\",\"namespace\",\"name\",\"rule\",\"cause\"}, the rule set's kind (GlobalHealthRuleSet or HealthRuleSet), namespace (\"\" for a global set) and name, the 0-based index of the rule in its spec.rules, and the cause RuleFailed (Progressing), DeadlinePassed (a failing rule, Degraded because the deadline passed) or EvaluationError (Unknown). The observer records it in the inventory entry with the state, at the same assessment; null for a Healthy or unassessed entry, one that no rule decided (its object is missing or unreadable, or the pass could not evaluate it), or one the observer has not recorded it for yet (see DecidedByError). A field added to HealthResult after its first version (clients ignore fields they do not know).",
+							Description: "DecidedBy names the rule that decided the entry's state and why, for an entry that is not Healthy: {\"kind\",\"namespace\",\"name\",\"rule\",\"cause\"}, the rule set's kind (GlobalHealthRuleSet or HealthRuleSet), namespace (\"\" for a global set) and name, the 0-based index of the rule in its spec.rules, and the cause RuleFailed (Progressing), DeadlinePassed (a failing rule, Degraded because the deadline passed), Failed (a failing rule whose failedExpression says the failure is terminal, Degraded at once) or EvaluationError (Unknown). The observer records it in the inventory entry with the state, at the same assessment; null for a Healthy or unassessed entry, one that no rule decided (its object is missing or unreadable, or the pass could not evaluate it), or one the observer has not recorded it for yet (see DecidedByError). A field added to HealthResult after its first version (clients ignore fields they do not know).",
 							Ref:         ref("github.com/kumodo/convoy-observer/health.Decider"),
 						},
 					},
