@@ -31,7 +31,10 @@ var (
 	pass = health.Result{Outcome: health.Pass, RuleIndex: -1}
 	fail = health.Result{Outcome: health.Fail, Message: "not ready", RuleSet: "rs", RuleIndex: 0,
 		DecidedBy: &health.Decider{Kind: "HealthRuleSet", Namespace: "ns", Name: "rs", Cause: health.CauseRuleFailed}}
-	unread  = health.Result{Outcome: health.Error, Message: "object not found", RuleIndex: -1}
+	unread = health.Result{Outcome: health.Error, Message: "object not found", RuleIndex: -1}
+	// terminal is a Fail whose rule's failedExpression returned true.
+	terminal = health.Result{Outcome: health.Fail, Message: "crash loop", RuleSet: "rs", RuleIndex: 1, Terminal: true,
+		DecidedBy: &health.Decider{Kind: "HealthRuleSet", Namespace: "ns", Name: "rs", Rule: 1, Cause: health.CauseFailed}}
 	minute  = time.Minute
 	longAgo = t0.Add(-time.Hour)
 )
@@ -103,6 +106,9 @@ func TestDecide(t *testing.T) {
 		{"a failing entry past the deadline", passInput{rel: configured(&minute), observed: obs(observed("a", fail, v1alpha1.StateProgressing, &longAgo))},
 			want{status: metav1.ConditionFalse, reason: v1alpha1.ReasonDegraded, message: "ConfigMap ns/a: not ready",
 				states: map[string]string{"a": "Degraded not ready"}, pending: []string{"object:ConfigMap ns/a"}}},
+		{"a terminal failure: Degraded at once", passInput{rel: configured(&minute), observed: obs(observed("a", terminal, v1alpha1.StateHealthy, nil))},
+			want{status: metav1.ConditionFalse, reason: v1alpha1.ReasonDegraded, message: "ConfigMap ns/a: crash loop",
+				states: map[string]string{"a": "Degraded crash loop"}, pending: []string{"object:ConfigMap ns/a"}}},
 		{"an object that cannot be read", passInput{rel: configured(&minute), observed: obs(observed("a", unread, v1alpha1.StateHealthy, nil))},
 			want{status: metav1.ConditionUnknown, reason: v1alpha1.ReasonUnknown, message: "object not found",
 				states: map[string]string{"a": "Unknown object not found"}, pending: []string{"object:ConfigMap ns/a"}}},
@@ -168,6 +174,11 @@ func TestJudgeEntryAnchors(t *testing.T) {
 	o = observed("a", pass, v1alpha1.StateProgressing, &longAgo)
 	if r := judgeEntry(&o, &minute, t0, 0); r.anchor != nil || r.message != "" || r.decidedBy != nil {
 		t.Errorf("healthy again: anchor %v, message %q, decidedBy %v; want none", r.anchor, r.message, r.decidedBy)
+	}
+	o = observed("a", terminal, v1alpha1.StateHealthy, nil)
+	if r := judgeEntry(&o, &minute, t0, 0); r.state != v1alpha1.StateDegraded || r.anchor == nil || !r.anchor.Equal(t0) ||
+		r.decidedBy == nil || r.decidedBy.Cause != health.CauseFailed {
+		t.Errorf("terminal failure: %s, anchor %v, decidedBy %+v; want Degraded at once, anchored at t0, cause Failed", r.state, r.anchor, r.decidedBy)
 	}
 	o = observed("a", health.Result{}, v1alpha1.StateProgressing, &longAgo)
 	o.cut, o.entry.RenderRef = true, "r2"
