@@ -3,6 +3,7 @@ package clustercache
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 
@@ -129,11 +130,15 @@ func (c *Cache) build(cluster *v1alpha1.Cluster, kubeconfig []byte) (*cachedClie
 	if err != nil {
 		return nil, err
 	}
-	dyn, err := dynamic.NewForConfig(cfg)
+	hc, err := noRedirectClient(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%w: building a client for Cluster %s: %w", ErrClusterNotConnected, cluster.Name, err)
 	}
-	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	dyn, err := dynamic.NewForConfigAndClient(cfg, hc)
+	if err != nil {
+		return nil, fmt.Errorf("%w: building a client for Cluster %s: %w", ErrClusterNotConnected, cluster.Name, err)
+	}
+	disc, err := discovery.NewDiscoveryClientForConfigAndClient(cfg, hc)
 	if err != nil {
 		return nil, fmt.Errorf("%w: building a client for Cluster %s: %w", ErrClusterNotConnected, cluster.Name, err)
 	}
@@ -144,7 +149,11 @@ func (c *Cache) build(cluster *v1alpha1.Cluster, kubeconfig []byte) (*cachedClie
 	}
 	wcfg := rest.CopyConfig(cfg)
 	wcfg.Timeout = 0 // a watch is a long request; the server ends it (timeoutSeconds)
-	wdyn, err := dynamic.NewForConfig(wcfg)
+	whc, err := noRedirectClient(wcfg)
+	if err != nil {
+		return nil, fmt.Errorf("%w: building a watch client for Cluster %s: %w", ErrClusterNotConnected, cluster.Name, err)
+	}
+	wdyn, err := dynamic.NewForConfigAndClient(wcfg, whc)
 	if err != nil {
 		return nil, fmt.Errorf("%w: building a watch client for Cluster %s: %w", ErrClusterNotConnected, cluster.Name, err)
 	}
@@ -239,4 +248,20 @@ func (c *Cache) Forget(namespace, name string) {
 	if c.secrets != nil {
 		c.secrets.unlink(key)
 	}
+}
+
+// noRedirectClient is the HTTP client of cfg (rest.HTTPClientFor: its TLS, credentials
+// and impersonation) that follows no redirect. A target's answer is a Kubernetes API
+// server's or an error: a redirect would send the read, with the kubeconfig's
+// credentials and the read identity's Impersonate-User header, to a host that the
+// kubeconfig checks never saw (plain http, off --target-server-allowlist, the node's
+// metadata service), and hand its answer to the rules as the object. A 3xx is returned
+// as it is, so the read fails with its code.
+func noRedirectClient(cfg *rest.Config) (*http.Client, error) {
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return hc, nil
 }
