@@ -109,6 +109,13 @@ func (w *targetWatches) sync(counts map[schema.GroupVersionResource]map[string]i
 			delete(w.wide, gvr)
 		}
 	}
+	// A refused type that nothing records any more is forgotten with it: made-up
+	// resource names in a tenant's inventory must not grow the map for the clients' life.
+	for gvr := range w.fallback {
+		if _, ok := counts[gvr]; !ok {
+			delete(w.fallback, gvr)
+		}
+	}
 	watchedScopes.WithLabelValues(w.cluster).Set(float64(len(w.informers)))
 }
 
