@@ -3,6 +3,7 @@ package clustercache
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -130,15 +131,17 @@ func (c *Cache) build(cluster *v1alpha1.Cluster, kubeconfig []byte) (*cachedClie
 	if err != nil {
 		return nil, err
 	}
-	hc, err := noRedirectClient(cfg)
+	gcfg := rest.CopyConfig(cfg)
+	gcfg.Wrap(limitAnswers(MaxAnswerBytes))
+	hc, err := noRedirectClient(gcfg)
 	if err != nil {
 		return nil, fmt.Errorf("%w: building a client for Cluster %s: %w", ErrClusterNotConnected, cluster.Name, err)
 	}
-	dyn, err := dynamic.NewForConfigAndClient(cfg, hc)
+	dyn, err := dynamic.NewForConfigAndClient(gcfg, hc)
 	if err != nil {
 		return nil, fmt.Errorf("%w: building a client for Cluster %s: %w", ErrClusterNotConnected, cluster.Name, err)
 	}
-	disc, err := discovery.NewDiscoveryClientForConfigAndClient(cfg, hc)
+	disc, err := discovery.NewDiscoveryClientForConfigAndClient(gcfg, hc)
 	if err != nil {
 		return nil, fmt.Errorf("%w: building a client for Cluster %s: %w", ErrClusterNotConnected, cluster.Name, err)
 	}
@@ -264,4 +267,47 @@ func noRedirectClient(cfg *rest.Config) (*http.Client, error) {
 	}
 	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	return hc, nil
+}
+
+// MaxAnswerBytes bounds the body of one answer of a target to a GET (of one object, or
+// the version probe), in bytes: 16 MiB. An object stored by a Kubernetes API server is at
+// most about 1.5 MiB (etcd's request limit), a few times that as JSON; a server that
+// answers more is not one, and reading it whole would let one tenant's server exhaust
+// the observer's memory (16 reads at once per pass, the passes of every Release of the
+// tenant at once). A larger answer fails the read with ErrAnswerTooLarge.
+const MaxAnswerBytes = 16 << 20
+
+// ErrAnswerTooLarge is the error of a read whose answer is larger than MaxAnswerBytes.
+var ErrAnswerTooLarge = fmt.Errorf("the answer is larger than %d MiB", MaxAnswerBytes>>20)
+
+// limitAnswers wraps a transport so that every answer's body fails with
+// ErrAnswerTooLarge once more than limit bytes were read.
+func limitAnswers(limit int64) func(http.RoundTripper) http.RoundTripper {
+	return func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			resp, err := rt.RoundTrip(req)
+			if err == nil && resp.Body != nil {
+				resp.Body = &limitedBody{ReadCloser: resp.Body, left: limit}
+			}
+			return resp, err
+		})
+	}
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// limitedBody is a body of which at most left more bytes may be read.
+type limitedBody struct {
+	io.ReadCloser
+	left int64
+}
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if b.left -= int64(n); b.left < 0 {
+		return 0, ErrAnswerTooLarge
+	}
+	return n, err
 }
