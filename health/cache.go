@@ -132,13 +132,12 @@ func (c *EvaluatorCache) dropStale(ids []setID, gens []setGen) {
 		if seen && old == gens[i] {
 			continue // the steady case: nothing to write
 		}
+		if seen {
+			for key := range c.keys[id] {
+				c.entries.Remove(key) // forgetKey runs from the eviction function
+			}
+		}
 		c.generations[id] = gens[i]
-		if !seen {
-			continue
-		}
-		for key := range c.keys[id] {
-			c.entries.Remove(key) // forgetKey runs from the eviction function
-		}
 	}
 }
 
@@ -147,7 +146,10 @@ func (c *EvaluatorCache) forgetKey(key string, e *cacheEntry) {
 	for _, id := range e.ids {
 		delete(c.keys[id], key)
 		if len(c.keys[id]) == 0 {
+			// No cached selection uses the set any more: its generation goes too, so
+			// rule sets created and deleted over time do not grow the cache.
 			delete(c.keys, id)
+			delete(c.generations, id)
 		}
 	}
 }

@@ -70,9 +70,12 @@ func (e *ForbiddenError) Error() string {
 	}
 	resource := e.GVR.GroupResource().String()
 	if e.Namespace == "" {
-		role := ReaderRoleName + "-" + e.GVR.GroupResource().String()
-		return fmt.Sprintf("403 Forbidden: %s may not get %s (cluster-scoped); grant it: kubectl create clusterrole %s --verb=get,list,watch --resource=%s && kubectl create clusterrolebinding %s-%s --clusterrole=%s --serviceaccount=%s:%s",
-			e.Identity, resource, role, resource, saNS, role, role, saNS, sa)
+		// The empty namespace is the inventory's, which a tenant chooses: it does not say
+		// that the kind is cluster-scoped (secrets with no namespace is a read of every
+		// Secret). So no command that grants a cluster-wide read is printed for it.
+		return fmt.Sprintf("403 Forbidden: %s may not get %s with no namespace; if %s is cluster-scoped and this Release should read it, "+
+			"a platform may grant that kind alone to %s (docs/security.md, \"Read identity\"); a namespaced kind needs the entry's namespace",
+			e.Identity, resource, resource, e.Identity)
 	}
 	binding := sa
 	if saNS != e.Namespace {

@@ -93,3 +93,21 @@ func TestReadIdentity(t *testing.T) {
 		})
 	}
 }
+
+// TestForbiddenHintGrantsNoClusterWideRead: the message of a refused read says how to
+// grant it. For a namespaced object it prints the RoleBinding of that namespace; for an
+// entry with no namespace (a tenant's choice: secrets with no namespace reads every
+// Secret) it prints no command at all, only what a platform should check.
+func TestForbiddenHintGrantsNoClusterWideRead(t *testing.T) {
+	t.Parallel()
+	id := "system:serviceaccount:team-a:convoy-health-reader"
+	secrets := schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
+	ns := (&ForbiddenError{Identity: id, GVR: secrets, Namespace: "team-b", Name: "x"}).Error()
+	if !strings.Contains(ns, "kubectl create rolebinding team-a-convoy-health-reader --clusterrole=convoy-health-reader --serviceaccount=team-a:convoy-health-reader -n team-b") {
+		t.Errorf("namespaced: %q; want the RoleBinding of namespace team-b", ns)
+	}
+	none := (&ForbiddenError{Identity: id, GVR: secrets, Name: "x"}).Error()
+	if strings.Contains(none, "kubectl") || strings.Contains(none, "clusterrole") || !strings.Contains(none, "with no namespace") {
+		t.Errorf("no namespace: %q; want no command, and the missing namespace named", none)
+	}
+}

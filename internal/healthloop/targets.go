@@ -33,7 +33,7 @@ func (h *HealthController) trackTargets(key string, rel *v1alpha1.Release, clust
 			if !needsPoll(hk) {
 				continue
 			}
-			if gvr, ok := hookWorkloadGVR(hk.WorkloadKind); ok {
+			if gvr, ok := hookWorkloadGVR(hk.WorkloadKind); ok && inventory.CheckReference(gvr, hk.Namespace, hk.WorkloadName) == nil {
 				refs = append(refs, clustercache.TargetRef{GVR: gvr, Kind: hk.WorkloadKind, Namespace: hk.Namespace, Name: hk.WorkloadName})
 			}
 		}
