@@ -3,6 +3,7 @@ package healthloop
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -108,5 +109,37 @@ func TestCancelledPassWritesNothing(t *testing.T) {
 				t.Fatalf("a cancelled pass returned %v, want a quiet error", err)
 			}
 		})
+	}
+}
+
+// slowReader plays a target that answers each read only when the caller gives up.
+type slowReader struct{}
+
+func (slowReader) Get(ctx context.Context, gvr schema.GroupVersionResource, _, name string) (*unstructured.Unstructured, error) {
+	<-ctx.Done()
+	return nil, fmt.Errorf(`Get "https://127.0.0.1:6443/%s/%s": %w`, gvr.Resource, name, ctx.Err())
+}
+
+// TestSlowPassTimesOut: a pass whose target answers too slowly for its inventory stops
+// reading at PassTimeout and frees its worker: it returns without an error, its Healthy
+// condition says that the pass timed out (Unknown), and the re-check comes back soon.
+// (The process's own shutdown is no timeout: TestCancelledPassWritesNothing.)
+func TestSlowPassTimesOut(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.readyRelease(0, 0)
+	f.inventory(cm("a", 0, ""))
+	f.h.Clusters = &fake.ClusterCache{Reader: slowReader{}}
+	f.h.PassTimeout = 200 * time.Millisecond
+	res, err := f.h.syncHandler(f.ctx, f.key)
+	if err != nil {
+		t.Fatalf("a timed-out pass returned %v; want its result written and no error", err)
+	}
+	c := f.expectCondition(metav1.ConditionUnknown, v1alpha1.ReasonUnknown)
+	if !strings.Contains(c.Message, "--pass-timeout (200ms)") {
+		t.Errorf("condition %q; want it to say that the pass timed out", c.Message)
+	}
+	if res.RequeueAfter <= 0 || res.RequeueAfter > 10*time.Second {
+		t.Errorf("next pass after %v; want a re-check within seconds", res.RequeueAfter)
 	}
 }

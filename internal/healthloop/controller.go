@@ -2,6 +2,7 @@ package healthloop
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -35,6 +36,16 @@ type Waker interface {
 // DefaultReadConcurrency bounds the concurrent reads of target objects in one pass.
 const DefaultReadConcurrency = 16
 
+// DefaultPassTimeout bounds the reads of one pass (--pass-timeout): 5 minutes, about 30
+// times what a pass over 10,000 entries of a healthy cluster reads for.
+const DefaultPassTimeout = 5 * time.Minute
+
+// errPassTimeout is the cause of a pass's context when PassTimeout passed.
+var errPassTimeout = errors.New("pass timeout")
+
+// writeTimeout bounds the writes of a pass whose reads ran out of PassTimeout.
+const writeTimeout = 30 * time.Second
+
 // HealthController is the health loop. Its fields are its seams: tests set Clock, Rand
 // and Waker, and drive syncHandler directly.
 type HealthController struct {
@@ -58,6 +69,12 @@ type HealthController struct {
 	Rand func() float64
 	// ReadConcurrency bounds concurrent target reads per pass.
 	ReadConcurrency int
+	// PassTimeout bounds the reads of one pass (0: no bound): a pass whose target
+	// answers too slowly for its inventory stops reading at PassTimeout, says so in the
+	// Healthy condition (Unknown) and frees its worker for other Releases, instead of
+	// holding it for as long as the reads take. NewHealthController sets
+	// DefaultPassTimeout.
+	PassTimeout time.Duration
 	// Log is the loop's logger.
 	Log logr.Logger
 	// Evaluators caches the compiled rules of each selection of rule sets across
@@ -99,6 +116,7 @@ func NewHealthController(reader client.Reader, writer client.Client, clusters cl
 		Clock:           clock.RealClock{},
 		Rand:            rand.Float64,
 		ReadConcurrency: DefaultReadConcurrency,
+		PassTimeout:     DefaultPassTimeout,
 		Log:             ctrl.Log.WithName("health"),
 		Fair:            FairOptions{PassBudget: DefaultPassBudget},
 	}
@@ -230,21 +248,39 @@ func (h *HealthController) syncHandler(ctx context.Context, key string) (_ contr
 		return h.scheduleHealthRecheck(key, rel, nil), nil
 	}
 
-	// 3. Hooks (a deletion pass does nothing else), 4. health: read and evaluated.
-	in := passInput{rel: rel, hooks: h.observeHooks(ctx, inv, cluster, clusterErr),
+	// 3. Hooks (a deletion pass does nothing else), 4. health: read and evaluated, within
+	// PassTimeout.
+	readCtx, cancelReads := ctx, context.CancelFunc(func() {})
+	if h.PassTimeout > 0 {
+		readCtx, cancelReads = context.WithTimeoutCause(ctx, h.PassTimeout, errPassTimeout)
+	}
+	defer cancelReads()
+	in := passInput{rel: rel, hooks: h.observeHooks(readCtx, inv, cluster, clusterErr),
 		budgetCutBefore: h.recall(key).budgetCut, budget: h.Fair.PassBudget, now: h.Clock.Now()}
 	if rel.DeletionTimestamp == nil && rel.Spec.HealthAssessment != nil {
-		in.observed, in.assessErr = h.observeEntries(ctx, rel, inv, cluster, clusterErr)
+		in.observed, in.assessErr = h.observeEntries(readCtx, rel, inv, cluster, clusterErr)
+	}
+	writeCtx := ctx
+	if ctx.Err() == nil && errors.Is(context.Cause(readCtx), errPassTimeout) {
+		// The reads ran out of time, not the process: what was read is not the truth,
+		// but the Release says why, and the worker goes to other Releases.
+		log.Info("pass timed out; its target answers too slowly for its inventory", "passTimeout", h.PassTimeout.String())
+		in.observed, in.assessErr = nil, fmt.Errorf("the pass did not finish its reads within --pass-timeout (%s): "+
+			"the target cluster answers too slowly for this inventory", h.PassTimeout)
+		in.hooks = nil // the hooks keep their state
+		var cancelWrites context.CancelFunc
+		writeCtx, cancelWrites = context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+		defer cancelWrites()
 	}
 
 	// 5. Decide.
 	res := decide(in)
 
 	// 6. Write, then wake the controller; then record the pass.
-	if err := h.commit(ctx, rel, inv, res); err != nil {
+	if err := h.commit(writeCtx, rel, inv, res); err != nil {
 		return controllerkit.Result{}, err
 	}
-	h.recordPass(ctx, rel, res)
+	h.recordPass(writeCtx, rel, res)
 	pending := res.pending
 	if rel.DeletionTimestamp == nil && h.recall(key).refused != nil {
 		pending = nil // a refused write comes back on the interval, or when the inventory changes

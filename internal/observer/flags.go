@@ -108,6 +108,7 @@ type TargetFlags struct {
 	NamespaceThreshold int
 	Timeout            time.Duration
 	ReadConcurrency    int
+	PassTimeout        time.Duration
 	Kubeconfig         kubeconfig.Options
 	// DefaultServiceAccount and UnsafeReadAsObserver: the read identity
 	// (docs/security.md, "Read identity").
@@ -124,6 +125,7 @@ func (f *TargetFlags) BindFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&f.NamespaceThreshold, "target-watch-namespace-threshold", clustercache.DefaultNamespaceThreshold, "a resource type recorded in more namespaces of one target is watched with one informer for all namespaces instead of one per namespace")
 	fs.DurationVar(&f.Timeout, "target-timeout", clustercache.DefaultTimeout, "timeout of each request to a target cluster")
 	fs.IntVar(&f.ReadConcurrency, "target-read-concurrency", healthloop.DefaultReadConcurrency, "concurrent object reads per Release pass")
+	fs.DurationVar(&f.PassTimeout, "pass-timeout", healthloop.DefaultPassTimeout, "how long the reads of one Release pass may take: a pass whose target answers too slowly for its inventory stops there, its Healthy condition says so (Unknown), and its worker goes to other Releases; 0: no bound")
 	fs.StringVar(&f.DefaultServiceAccount, "default-service-account", clustercache.DefaultServiceAccount, "the ServiceAccount, in the Cluster's namespace, whose identity (impersonated) reads the objects of a Cluster without kubeconfigSecretRef or spec.serviceAccountName (docs/security.md)")
 	fs.BoolVar(&f.UnsafeReadAsObserver, "unsafe-read-as-observer", false, "UNSAFE on a shared cluster: read the objects of a Cluster without kubeconfigSecretRef or spec.serviceAccountName with the observer's own identity instead of --default-service-account, so anyone who may write a Release reads through the observer what the observer may read")
 	f.Kubeconfig.BindFlags(fs)
@@ -190,6 +192,7 @@ func (f *Flags) Options() (Options, error) {
 		TargetNamespaceThreshold: f.Targets.NamespaceThreshold,
 		TargetTimeout:            f.Targets.Timeout,
 		ReadConcurrency:          f.Targets.ReadConcurrency,
+		PassTimeout:              &f.Targets.PassTimeout,
 		Kubeconfig:               f.Targets.Kubeconfig,
 		DefaultServiceAccount:    f.Targets.DefaultServiceAccount,
 		UnsafeReadAsObserver:     f.Targets.UnsafeReadAsObserver,

@@ -96,6 +96,9 @@ type Options struct {
 	UnsafeReadAsObserver  bool
 	// ReadConcurrency bounds the concurrent object reads of one pass.
 	ReadConcurrency int
+	// PassTimeout bounds the reads of one pass (healthloop.HealthController.PassTimeout):
+	// 0 means no bound, as for the flag; nil means healthloop.DefaultPassTimeout.
+	PassTimeout *time.Duration
 	// PassBudget bounds the CEL cost of one pass over one Release, in CEL cost units
 	// (healthloop.FairOptions.PassBudget): 0 means no budget, as for the flag and the
 	// loop; nil means healthloop.DefaultPassBudget.
@@ -241,6 +244,9 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, err
 	}
 	h := healthloop.NewHealthController(mgr.GetCache(), writer, clusters, gate, waker)
 	h.LiveReader = live
+	if o.PassTimeout != nil {
+		h.PassTimeout = *o.PassTimeout
+	}
 	if o.ReadConcurrency > 0 {
 		h.ReadConcurrency = o.ReadConcurrency
 	}
