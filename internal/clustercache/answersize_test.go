@@ -8,7 +8,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -42,24 +44,15 @@ func TestAnswerSizeIsBounded(t *testing.T) {
 		fmt.Fprint(w, `"}}`)
 	}))
 	t.Cleanup(srv.Close)
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["c"] = &clientcmdapi.Cluster{Server: srv.URL, CertificateAuthorityData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})}
-	kc.AuthInfos["u"] = &clientcmdapi.AuthInfo{Token: "t"}
-	kc.Contexts["c"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "u"}
-	kc.CurrentContext = "c"
-	data, err := clientcmd.Write(*kc)
-	must(t, err)
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "kc"}, Data: map[string][]byte{"value": data}}
-	cache := New(Options{SecretReader: fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(secret).Build()})
-	reader, err := cache.GetReader(context.Background(), &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "mine"},
-		Spec: v1alpha1.ClusterSpec{KubeconfigSecretRef: &v1alpha1.SecretKeyReference{Name: "kc"}}})
+	cache, cluster := kubeconfigCluster(t, srv, Options{})
+	reader, err := cache.GetReader(context.Background(), cluster)
 	must(t, err)
 	obj, err := reader.Get(context.Background(), gvrConfigMaps, "team-a", "fits")
 	if err != nil || len(obj.Object["data"].(map[string]any)["v"].(string)) != (MaxAnswerBytes>>20-1)<<20 {
 		t.Fatalf("an answer under the bound: %v", err)
 	}
 	_, err = reader.Get(context.Background(), gvrConfigMaps, "team-a", "big")
-	if !errors.Is(err, ErrAnswerTooLarge) || DescribeError(err) != ErrAnswerTooLarge.Error() {
+	if !errors.Is(err, ErrAnswerTooLarge) || DescribeError(err) != "the answer is larger than 16 MiB" {
 		t.Fatalf("an answer over the bound: %v (described %q); want ErrAnswerTooLarge", err, DescribeError(err))
 	}
 }
@@ -69,4 +62,65 @@ func must(t *testing.T, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestEndlessFirstListIsBounded: a tenant's server answers an informer's first list (a
+// watch with initial events) by streaming objects and never ending it. The informer is
+// stopped once the longest wait of a read for it (syncWaitLimit SyncWaits) has passed,
+// and its type is read with GETs: the server is not read, nor its objects held, for as
+// long as it streams.
+func TestEndlessFirstListIsBounded(t *testing.T) {
+	t.Parallel()
+	var streaming atomic.Bool
+	stopped := make(chan struct{})
+	payload := strings.Repeat("B", 1<<10) // slow: far from MaxWatchBytes within the test
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if r.URL.Query().Get("watch") != "true" || !streaming.CompareAndSwap(false, true) {
+			w.WriteHeader(http.StatusNotFound)
+			fmt.Fprint(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404,"details":{"name":"x"}}`)
+			return
+		}
+		defer close(stopped)
+		for i := 0; ; i++ {
+			if _, err := fmt.Fprintf(w, `{"type":"ADDED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"x%d","namespace":"team-a","resourceVersion":"%d"},"data":{"v":"%s"}}}`+"\n", i, i+1, payload); err != nil {
+				return // the observer hung up
+			}
+			w.(http.Flusher).Flush()
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+		}
+	}))
+	t.Cleanup(srv.Close)
+	cache, cluster := kubeconfigCluster(t, srv, Options{Watch: true, SyncWait: 50 * time.Millisecond})
+	t.Cleanup(cache.Stop)
+	cache.Track("team-a/rel", cluster, []TargetRef{{GVR: gvrConfigMaps, Kind: "ConfigMap", Namespace: "team-a", Name: "x"}})
+	if _, err := cache.GetReader(context.Background(), cluster); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-stopped:
+	case <-time.After(time.Minute):
+		t.Fatal("the observer still reads the endless first list after a minute")
+	}
+}
+
+// kubeconfigCluster returns a cache with opts and a Cluster of namespace team-a whose
+// kubeconfig Secret names the TLS server srv.
+func kubeconfigCluster(t *testing.T, srv *httptest.Server, opts Options) (*Cache, *v1alpha1.Cluster) {
+	t.Helper()
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["c"] = &clientcmdapi.Cluster{Server: srv.URL, CertificateAuthorityData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})}
+	kc.AuthInfos["u"] = &clientcmdapi.AuthInfo{Token: "t"}
+	kc.Contexts["c"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "u"}
+	kc.CurrentContext = "c"
+	data, err := clientcmd.Write(*kc)
+	must(t, err)
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "kc"}, Data: map[string][]byte{"value": data}}
+	opts.SecretReader = fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(secret).Build()
+	return New(opts), &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "mine"},
+		Spec: v1alpha1.ClusterSpec{KubeconfigSecretRef: &v1alpha1.SecretKeyReference{Name: "kc"}}}
 }

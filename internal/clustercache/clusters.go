@@ -2,6 +2,7 @@ package clustercache
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -152,6 +153,7 @@ func (c *Cache) build(cluster *v1alpha1.Cluster, kubeconfig []byte) (*cachedClie
 	}
 	wcfg := rest.CopyConfig(cfg)
 	wcfg.Timeout = 0 // a watch is a long request; the server ends it (timeoutSeconds)
+	wcfg.Wrap(limitAnswers(MaxWatchBytes))
 	whc, err := noRedirectClient(wcfg)
 	if err != nil {
 		return nil, fmt.Errorf("%w: building a watch client for Cluster %s: %w", ErrClusterNotConnected, cluster.Name, err)
@@ -277,8 +279,24 @@ func noRedirectClient(cfg *rest.Config) (*http.Client, error) {
 // tenant at once). A larger answer fails the read with ErrAnswerTooLarge.
 const MaxAnswerBytes = 16 << 20
 
-// ErrAnswerTooLarge is the error of a read whose answer is larger than MaxAnswerBytes.
-var ErrAnswerTooLarge = fmt.Errorf("the answer is larger than %d MiB", MaxAnswerBytes>>20)
+// MaxWatchBytes bounds what one list or watch connection of an informer may carry, in
+// bytes: 256 MiB. A watch lasts minutes (the server ends it) and a first list of a
+// namespace's objects of one type is far smaller; past it the connection fails and the
+// informer lists again.
+const MaxWatchBytes = 256 << 20
+
+// ErrAnswerTooLarge is (errors.Is) the error of a read whose answer is larger than
+// MaxAnswerBytes, or of an informer's connection that carried more than MaxWatchBytes;
+// its text names the bound.
+var ErrAnswerTooLarge = errors.New("the answer is too large")
+
+// tooLargeError is ErrAnswerTooLarge with the bound that was passed.
+type tooLargeError struct{ limit int64 }
+
+func (e tooLargeError) Error() string {
+	return fmt.Sprintf("the answer is larger than %d MiB", e.limit>>20)
+}
+func (e tooLargeError) Is(target error) bool { return target == ErrAnswerTooLarge }
 
 // limitAnswers wraps a transport so that every answer's body fails with
 // ErrAnswerTooLarge once more than limit bytes were read.
@@ -287,7 +305,7 @@ func limitAnswers(limit int64) func(http.RoundTripper) http.RoundTripper {
 		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
 			resp, err := rt.RoundTrip(req)
 			if err == nil && resp.Body != nil {
-				resp.Body = &limitedBody{ReadCloser: resp.Body, left: limit}
+				resp.Body = &limitedBody{ReadCloser: resp.Body, left: limit, limit: limit}
 			}
 			return resp, err
 		})
@@ -298,16 +316,16 @@ type roundTripperFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
-// limitedBody is a body of which at most left more bytes may be read.
+// limitedBody is a body of which at most left more bytes (of limit) may be read.
 type limitedBody struct {
 	io.ReadCloser
-	left int64
+	left, limit int64
 }
 
 func (b *limitedBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	if b.left -= int64(n); b.left < 0 {
-		return 0, ErrAnswerTooLarge
+		return 0, tooLargeError{limit: b.limit}
 	}
 	return n, err
 }

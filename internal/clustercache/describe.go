@@ -41,7 +41,7 @@ import (
 //     target's error is not at the end;
 //   - a read that the read identity may not make (ForbiddenError): its own words, the
 //     identity and the command that grants the read;
-//   - an answer larger than MaxAnswerBytes: ErrAnswerTooLarge's words;
+//   - an answer larger than MaxAnswerBytes: "the answer is larger than 16 MiB";
 //   - anything else: "unexpected error".
 func DescribeError(err error) string {
 	if err == nil {
@@ -188,8 +188,9 @@ func describeTransport(err error) string {
 // describeOther describes an error that is neither an answer nor a transport failure:
 // an answer that did not decode (client-go quotes it), or anything else.
 func describeOther(err error) string {
-	if errors.Is(err, ErrAnswerTooLarge) {
-		return ErrAnswerTooLarge.Error()
+	var tooLarge tooLargeError
+	if errors.As(err, &tooLarge) {
+		return tooLarge.Error() // the cache's own words: the bound that was passed
 	}
 	var syntax *json.SyntaxError
 	var typ *json.UnmarshalTypeError

@@ -2,6 +2,7 @@ package clustercache
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -176,8 +177,24 @@ func (w *targetWatches) startLocked(k scopeKey) *scopeInformer {
 	}, notify)
 	_ = s.informer.SetTransform(compactForCache)
 	w.running.goRun(ctx, s.informer.RunWithContext)
+	w.running.goRun(ctx, func(ctx context.Context) { w.bound(ctx, s) })
 	return s
 }
+
+// bound stops an informer whose first list has not ended after syncWaitLimit SyncWaits
+// (the longest a read waits for it) and reads its type with GETs for FallbackRetry: a
+// server that streams a first list without end would otherwise be read, and its objects
+// held until the list's end, for as long as it streams.
+func (w *targetWatches) bound(ctx context.Context, s *scopeInformer) {
+	err := pollUntil(ctx, w.opts.Clock, syncWaitLimit*w.opts.SyncWait, func() (bool, error) { return s.informer.HasSynced(), nil })
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil && !s.informer.HasSynced() {
+		w.fallBack(s, fmt.Errorf("%w: the first list of %s did not end within %v", errListTooLong, s.key.String(), syncWaitLimit*w.opts.SyncWait))
+	}
+}
+
+// errListTooLong is the cause of a fallback to GETs of a type whose first list did not
+// end in time.
+var errListTooLong = errors.New("first list too long")
 
 // fallBack stops the informer of s and reads its type with GETs until
 // FallbackRetry passes (then the next Track tries to watch again).
