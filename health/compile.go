@@ -32,21 +32,39 @@ const MaxExpressionNodes = 1000
 // largest shipped set (gateway-api, 11 rules of about 400 nodes) sums to 1,767,868.
 const MaxRuleSetSquaredNodes = 4 * MaxExpressionNodes * MaxExpressionNodes
 
+// MaxLocalSelectionSquaredNodes bounds the type-checking cost of the HealthRuleSets that
+// one Release selects (its namespace's sets, which its tenant writes): their squared
+// nodes (see MaxRuleSetSquaredNodes) may sum to at most twice a set's limit, about 0.6 s
+// of CPU, however many sets the tenant creates. An edit of any one of them compiles the
+// whole selection again, outside the fair share of evaluations, so without it one tenant
+// could make every edit cost seconds of the shared observer's CPU. GlobalHealthRuleSets
+// are the platform's and are not counted.
+const MaxLocalSelectionSquaredNodes = 2 * MaxRuleSetSquaredNodes
+
 // SizeError is the Err of a CompileError whose expression has more than
-// MaxExpressionNodes nodes, or that takes its rule set over MaxRuleSetSquaredNodes.
+// MaxExpressionNodes nodes, that takes its rule set over MaxRuleSetSquaredNodes, or whose
+// set takes a Release's selection of HealthRuleSets over MaxLocalSelectionSquaredNodes.
 // Nothing of the set has been type-checked then.
 type SizeError struct {
 	// Size is the expression's number of nodes, or with RuleSet the sum of the squared
-	// numbers of nodes of the set's expressions up to and including this one.
+	// numbers of nodes of the set's expressions up to and including this one, or with
+	// Selection that sum over the selected HealthRuleSets up to and including this set.
 	Size int
-	// Limit is MaxExpressionNodes, or MaxRuleSetSquaredNodes with RuleSet.
+	// Limit is MaxExpressionNodes, MaxRuleSetSquaredNodes with RuleSet, or
+	// MaxLocalSelectionSquaredNodes with Selection.
 	Limit int
 	// RuleSet is true when the set is over its limit.
 	RuleSet bool
+	// Selection is true when the selected HealthRuleSets together are over their limit.
+	Selection bool
 }
 
 // Error says the size, the limit and what to do.
 func (e *SizeError) Error() string {
+	if e.Selection {
+		return fmt.Sprintf("the HealthRuleSets that the Release selects, up to this one, sum to %d squared nodes (what type-checking costs), "+
+			"more than the limit of %d per Release: select fewer of them (spec.healthAssessment.localRuleSetSelector) or make them smaller", e.Size, e.Limit)
+	}
 	if e.RuleSet {
 		return fmt.Sprintf("the rule set's expressions up to this one sum to %d squared nodes (the nodes of each expression squared: "+
 			"what type-checking costs), more than the limit of %d per rule set: split the rules into several rule sets", e.Size, e.Limit)
@@ -230,6 +248,44 @@ func CheckRuleSetSize(kind, namespace, name string, rules []extv1alpha1.RuleSpec
 	}
 	if _, ce := parseSet(env, kind, namespace, name, rules); ce != nil && errors.As(ce.Err, new(*SizeError)) {
 		return ce
+	}
+	return nil
+}
+
+// checkLocalSelection refuses, with a *CompileError whose Err is a *SizeError with
+// Selection, the first set (in the evaluator's order) that takes the selected
+// HealthRuleSets over MaxLocalSelectionSquaredNodes. It only parses (linear in the
+// expressions' length). A set that does not parse, or that is over a limit of its own
+// (an expression or the set too large), is left to addSet, which names that error.
+func checkLocalSelection(env *celEnv, local []extv1alpha1.HealthRuleSet, order []int) error {
+	total := 0
+	for _, i := range order {
+		set := &local[i]
+		sum, first := 0, -1
+		for j := range set.Spec.Rules {
+			r := &set.Spec.Rules[j]
+			for _, expr := range []string{r.RuleExpression, r.MessageExpression, r.FailedExpression} {
+				if expr == "" {
+					continue
+				}
+				_, nodes, err := parse(env, expr)
+				if err != nil || nodes > MaxExpressionNodes {
+					return nil
+				}
+				if sum += nodes * nodes; first < 0 && total+sum > MaxLocalSelectionSquaredNodes {
+					first = j
+				}
+			}
+		}
+		if sum > MaxRuleSetSquaredNodes {
+			return nil
+		}
+		if total += sum; first >= 0 {
+			r := &set.Spec.Rules[first]
+			return &CompileError{Kind: KindHealthRuleSet, Namespace: set.Namespace, Name: set.Name, RuleIndex: first,
+				Field: FieldRuleExpression, Expression: r.RuleExpression,
+				Err: &SizeError{Size: total, Limit: MaxLocalSelectionSquaredNodes, Selection: true}}
+		}
 	}
 	return nil
 }

@@ -169,3 +169,35 @@ func BenchmarkCompileAtLimits(b *testing.B) {
 		})
 	}
 }
+
+// TestLocalSelectionTooLargeRefused: each HealthRuleSet within its own limit, but the
+// sets that one Release selects sum to more than health.MaxLocalSelectionSquaredNodes:
+// the evaluator is refused before anything is type-checked, naming the set that took
+// the selection over, the size, the limit and what to do. GlobalHealthRuleSets (the
+// platform's) do not count.
+func TestLocalSelectionTooLargeRefused(t *testing.T) {
+	t.Parallel()
+	// An expression of about 900 nodes: 4 of them fit in a set, 9 in a selection (three
+	// sets of three rules), not 12.
+	expr := strings.Join(slices.Repeat([]string{"object.a==1"}, 180), "&&")
+	nodes, err := health.ExpressionNodes(expr)
+	if err != nil || nodes > health.MaxExpressionNodes || 4*nodes*nodes > health.MaxRuleSetSquaredNodes {
+		t.Fatalf("the test's expression has %d nodes (%v)", nodes, err)
+	}
+	var sets []extv1alpha1.HealthRuleSet
+	var globals []extv1alpha1.GlobalHealthRuleSet
+	for _, name := range []string{"a", "b", "c", "d"} {
+		sets = append(sets, localSet("tenant", name, nil, configMapRule(expr, ""), configMapRule(expr, ""), configMapRule(expr, "")))
+		globals = append(globals, globalSet(name, nil, configMapRule(expr, ""), configMapRule(expr, ""), configMapRule(expr, "")))
+	}
+	if _, err := health.NewEvaluator(globals, sets[:2]); err != nil {
+		t.Fatalf("two local sets and four global ones: %v", err)
+	}
+	_, err = health.NewEvaluator(nil, sets)
+	var ce *health.CompileError
+	var se *health.SizeError
+	if !errors.As(err, &ce) || !errors.As(err, &se) || !se.Selection || ce.Name != "d" || se.Limit != health.MaxLocalSelectionSquaredNodes ||
+		!strings.Contains(err.Error(), "select fewer of them") {
+		t.Fatalf("four local sets: %v; want the selection refused at set d (three fit)", err)
+	}
+}

@@ -93,7 +93,8 @@ type matched struct {
 // *CompileError (docs/design.md, "Assessment" step 2). Each set's expressions are
 // parsed and their sizes checked before any of them is type-checked: an expression
 // over MaxExpressionNodes, or one that takes its set over MaxRuleSetSquaredNodes, is
-// refused first, with a *SizeError as the CompileError's Err. Compiling
+// refused first, with a *SizeError as the CompileError's Err, and so is a set that
+// takes the selected HealthRuleSets together over MaxLocalSelectionSquaredNodes. Compiling
 // convoy-defaults takes milliseconds: the loop reuses evaluators through an
 // EvaluatorCache.
 func NewEvaluator(global []extv1alpha1.GlobalHealthRuleSet, local []extv1alpha1.HealthRuleSet) (*Evaluator, error) {
@@ -116,6 +117,9 @@ func NewEvaluator(global []extv1alpha1.GlobalHealthRuleSet, local []extv1alpha1.
 		return cmp.Or(cmp.Compare(local[a].Name, local[b].Name),
 			cmp.Compare(local[a].Namespace, local[b].Namespace))
 	})
+	if err := checkLocalSelection(env, local, localOrder); err != nil {
+		return nil, err
+	}
 	for _, i := range localOrder {
 		set := &local[i]
 		if err := e.addSet(env, KindHealthRuleSet, set.Namespace, set.Name, set.Spec.Rules); err != nil {
