@@ -221,8 +221,9 @@ func (r *recorder) caData() string {
 }
 
 // TestHostileKubeconfig: a tenant's kubeconfig Secret that asks the observer to run a
-// command, to send the token file of its pod, to act as another user, or to talk plain
-// HTTP to a server of the tenant's choosing. None runs, none is sent, no request reaches
+// command, to send the token file of its pod, to act as another user, to talk plain
+// HTTP to a server of the tenant's choosing, or that names an https server which
+// redirects every read to such a server. None runs, none is sent, no request reaches
 // the server, and the Release's Healthy condition says which field was refused and which
 // flag would allow it. A kubeconfig with a plain token, to the same kind of server,
 // does reach it (the positive control).
@@ -236,6 +237,11 @@ func TestHostileKubeconfig(t *testing.T) {
 	must(t, os.WriteFile(tokenFile, []byte(observerToken), 0o600))
 	srv := newRecorder(t, true)
 	plain := newRecorder(t, false)
+	// An https server that sends every read on to the plain-http one: a redirect is not
+	// followed (it would carry the read, and the token, to a host no check saw).
+	redirector := httptest.NewTLSServer(http.RedirectHandler(plain.srv.URL+"/latest/meta-data", http.StatusFound))
+	t.Cleanup(redirector.Close)
+	redirectorCA := base64.StdEncoding.EncodeToString(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: redirector.Certificate().Raw}))
 	execUser := fmt.Sprintf(`{exec: {apiVersion: client.authentication.k8s.io/v1, interactiveMode: Never, command: /bin/sh, args: ["-c", "touch %s; echo '{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":\"ExecCredential\",\"status\":{\"token\":\"x\"}}'"]}}`, marker)
 	kubeconfig := func(server, ca, user, current string) string {
 		cluster := fmt.Sprintf("{server: %q}", server)
@@ -256,6 +262,7 @@ func TestHostileKubeconfig(t *testing.T) {
 		{"token-file", kubeconfig(srv.srv.URL, srv.caData(), fmt.Sprintf("{tokenFile: %q}", tokenFile), "c"), []string{"tokenFile", "--insecure-kubeconfig-files"}},
 		{"act-as", kubeconfig(srv.srv.URL, srv.caData(), "{token: t, as: system:admin}", "c"), []string{"as"}},
 		{"plain-http", kubeconfig(plain.srv.URL, "", "{token: t}", "c"), []string{"http", "--insecure-target-http"}},
+		{"redirect", kubeconfig(redirector.URL, redirectorCA, "{token: t}", "c"), []string{"302"}},
 	}
 	for _, c := range cases {
 		must(t, alice.c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: c.name, Namespace: alice.ns},
