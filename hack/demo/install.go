@@ -26,8 +26,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/kustomize/api/krusty"
-	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	"github.com/kumodo/convoy-observer/internal/localcluster"
 	"github.com/kumodo/convoy-observer/internal/testenv"
@@ -57,20 +55,12 @@ type installed struct {
 
 // renderInstall renders config/default as `kubectl kustomize config/default` does.
 func renderInstall(root string) (*installed, error) {
-	m, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), filepath.Join(root, "config", "default"))
+	objs, err := testenv.RenderDefault(root)
 	if err != nil {
-		return nil, fmt.Errorf("kustomize config/default: %w", err)
+		return nil, err
 	}
 	in := &installed{args: map[string][]string{}}
-	for _, r := range m.Resources() {
-		data, err := r.MarshalJSON()
-		if err != nil {
-			return nil, err
-		}
-		u := &unstructured.Unstructured{}
-		if err := u.UnmarshalJSON(data); err != nil {
-			return nil, err
-		}
+	for _, u := range objs {
 		in.objs = append(in.objs, u)
 		switch u.GetKind() {
 		case "Namespace":

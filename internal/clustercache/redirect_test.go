@@ -2,7 +2,6 @@ package clustercache
 
 import (
 	"context"
-	"encoding/pem"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -10,14 +9,9 @@ import (
 	"sync"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
-	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
 	"github.com/kumodo/convoy-observer/internal/kubeconfig"
 )
 
@@ -50,32 +44,20 @@ func TestRedirectsAreNotFollowed(t *testing.T) {
 	au, _ := url.Parse(allowed.URL)
 	opts := kubeconfig.Options{AllowedServers: []string{au.Host}} // "127.0.0.1:<port>" only
 
-	kc := func(server string) []byte {
-		c := clientcmdapi.NewConfig()
-		ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: allowed.Certificate().Raw})
-		c.Clusters["c"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: ca}
-		c.AuthInfos["u"] = &clientcmdapi.AuthInfo{Token: "tenant-a-token"}
-		c.Contexts["c"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "u"}
-		c.CurrentContext = "c"
-		b, err := clientcmd.Write(*c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
 	// Control: naming the internal server directly is refused (not https, not allowed).
-	if _, err := kubeconfig.RESTConfig(kc(internalURL), opts); err == nil {
+	direct := clientcmdapi.NewConfig()
+	direct.Clusters["c"] = &clientcmdapi.Cluster{Server: internalURL}
+	direct.AuthInfos["u"] = &clientcmdapi.AuthInfo{Token: "tenant-a-token"}
+	direct.Contexts["c"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "u"}
+	direct.CurrentContext = "c"
+	data, err := clientcmd.Write(*direct)
+	must(t, err)
+	if _, err := kubeconfig.RESTConfig(data, opts); err == nil {
 		t.Fatal("control: a kubeconfig naming the internal http server directly was accepted")
-	} else {
-		t.Logf("control, direct: %v", err)
 	}
 
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "kc"},
-		Data: map[string][]byte{"value": kc(allowed.URL)}}
-	reader := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(secret).Build()
-	cache := New(Options{SecretReader: reader, Kubeconfig: opts})
-	cluster := &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "mine"},
-		Spec: v1alpha1.ClusterSpec{KubeconfigSecretRef: &v1alpha1.SecretKeyReference{Name: "kc"}, ServiceAccountName: "reader"}}
+	cache, cluster := kubeconfigCluster(t, allowed, Options{Kubeconfig: opts})
+	cluster.Spec.ServiceAccountName = "reader"
 	r, err := cache.GetReader(context.Background(), cluster)
 	if err != nil {
 		t.Fatalf("the allowed https kubeconfig was refused: %v", err)

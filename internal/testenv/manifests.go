@@ -4,6 +4,11 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -30,4 +35,26 @@ func ApplyFile(ctx context.Context, c client.Client, path, manager string) error
 		}
 	}
 	return nil
+}
+
+// RenderDefault renders config/default of the repository at root as `kubectl kustomize
+// config/default` does and returns its objects in order.
+func RenderDefault(root string) ([]*unstructured.Unstructured, error) {
+	m, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), filepath.Join(root, "config", "default"))
+	if err != nil {
+		return nil, fmt.Errorf("kustomize config/default: %w", err)
+	}
+	var objs []*unstructured.Unstructured
+	for _, r := range m.Resources() {
+		data, err := r.MarshalJSON()
+		if err != nil {
+			return nil, err
+		}
+		u := &unstructured.Unstructured{}
+		if err := u.UnmarshalJSON(data); err != nil {
+			return nil, err
+		}
+		objs = append(objs, u)
+	}
+	return objs, nil
 }

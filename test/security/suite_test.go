@@ -33,8 +33,6 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/kustomize/api/krusty"
-	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	"github.com/kumodo/convoy-observer/internal/testenv"
 )
@@ -134,20 +132,12 @@ func run(m *testing.M) int {
 // (the CRDs are testenv's); it returns the arguments of the observer's Deployment, less
 // those that a process outside a pod replaces.
 func applyRBAC(ctx context.Context, root string) ([]string, error) {
-	m, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), filepath.Join(root, "config", "default"))
+	objs, err := testenv.RenderDefault(root)
 	if err != nil {
-		return nil, fmt.Errorf("kustomize config/default: %w", err)
+		return nil, err
 	}
 	var args []string
-	for _, r := range m.Resources() {
-		data, err := r.MarshalJSON()
-		if err != nil {
-			return nil, err
-		}
-		u := &unstructured.Unstructured{}
-		if err := u.UnmarshalJSON(data); err != nil {
-			return nil, err
-		}
+	for _, u := range objs {
 		switch u.GetKind() {
 		case "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "GlobalHealthRuleSet":
 			if err := env.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("install"), client.ForceOwnership); err != nil {
