@@ -13,6 +13,12 @@
 // compiles rule sets and type-checks each rule against its resources' schema (exit 0
 // clean, 1 on an error finding, 2 on bad input).
 //
+//	convoyctl health test PATH… [--junit FILE]
+//
+// runs test cases of rules (objects and the state, message and deciding rule they must
+// get; docs/rules.md, "Testing rules"): a PASS or FAIL line per case, exit 0 when every
+// case passed, 1 when one failed or rules do not compile, 2 on an invalid test file.
+//
 //	convoyctl health coverage --rules FILE|DIR… (--object FILE|DIR… | --kind APIVERSION/KIND…)
 //	convoyctl health coverage --kubeconfig F [-n NS] [--served] [--rules FILE|DIR…]
 //

@@ -39,6 +39,7 @@ func newHealthCommand(env *cliEnv) *cobra.Command {
 	cmd.AddCommand(newHealthEvalCommand(env))
 	cmd.AddCommand(newHealthLintCommand(env))
 	cmd.AddCommand(newHealthCoverageCommand(env))
+	cmd.AddCommand(newHealthTestCommand(env))
 	return cmd
 }
 
