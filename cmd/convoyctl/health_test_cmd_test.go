@@ -27,8 +27,8 @@ func TestHealthTest(t *testing.T) {
 	}
 
 	junit := filepath.Join(t.TempDir(), "report.xml")
-	code, stdout, stderr = runCLI("health", "test", "../../testdata/healthtest/failing", "--junit", junit)
-	want := `FAIL ../../testdata/healthtest/failing/wrong.test.yaml: wrong: state Progressing, want Healthy; message "1/1 available, 1 updated", want "all good"`
+	code, stdout, stderr = runCLI("health", "test", "../../testdata/healthtest-failing", "--junit", junit)
+	want := `FAIL ../../testdata/healthtest-failing/wrong.test.yaml: wrong: state Progressing, want Healthy; message "1/1 available, 1 updated", want "all good"`
 	if code != exitCompileError || !strings.Contains(stdout, want) || !strings.Contains(stdout, "1 passed, 1 failed") ||
 		!strings.Contains(stderr, "1 of 2 cases failed") {
 		t.Fatalf("a wrong case: exit %d\n%s%s\nwant the line %s", code, stdout, stderr, want)
