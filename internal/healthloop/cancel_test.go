@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -142,4 +143,44 @@ func TestSlowPassTimesOut(t *testing.T) {
 	if res.RequeueAfter <= 0 || res.RequeueAfter > 10*time.Second {
 		t.Errorf("next pass after %v; want a re-check within seconds", res.RequeueAfter)
 	}
+}
+
+// TestNamespaceHoldsItsShareOfWorkers: with NamespaceWorkers 1, a second pass of a
+// namespace whose first pass is still reading ends at once (no read, no write) and comes
+// back within seconds, while a pass of another namespace runs; once the first pass is
+// done, the namespace's next pass runs.
+func TestNamespaceHoldsItsShareOfWorkers(t *testing.T) {
+	t.Parallel()
+	a, b := newFixture(t), newFixture(t)
+	for _, f := range []*fixture{a, b} {
+		f.readyRelease(0, 0)
+		f.inventory(cm("x", 0, ""))
+	}
+	reader := &gateReader{gate: make(chan struct{})}
+	h := a.h
+	h.Clusters = &fake.ClusterCache{Reader: reader}
+	h.NamespaceWorkers = 1
+	done := make(chan error, 1)
+	go func() { _, err := h.syncHandler(a.ctx, a.key); done <- err }()
+	eventually(t, "the first pass reading", func() bool { return reader.held() == 1 })
+
+	// A second Release of a's namespace: its pass ends at once.
+	a.rel, a.key = "app2", a.ns+"/app2"
+	a.release(localRules(0), 0)
+	res, err := h.syncHandler(a.ctx, a.key)
+	if err != nil || res.RequeueAfter <= 0 || res.RequeueAfter > 5*time.Second || reader.held() != 1 {
+		t.Fatalf("a pass over the namespace's share: %+v, %v, %d reads; want an early return that comes back within seconds", res, err, reader.held())
+	}
+	if c := meta.FindStatusCondition(a.getRelease().Status.Conditions, v1alpha1.ConditionHealthy); c != nil {
+		t.Errorf("the throttled pass wrote %+v", c)
+	}
+	// Another namespace is not held back.
+	go func() { _, _ = h.syncHandler(b.ctx, b.key) }()
+	eventually(t, "the other namespace's pass reading", func() bool { return reader.held() == 2 })
+	close(reader.gate)
+	must(t, <-done)
+	if _, err := h.syncHandler(a.ctx, a.key); err != nil {
+		t.Fatal(err)
+	}
+	a.expectCondition(metav1.ConditionTrue, v1alpha1.ReasonHealthy)
 }

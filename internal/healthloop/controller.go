@@ -75,6 +75,12 @@ type HealthController struct {
 	// holding it for as long as the reads take. NewHealthController sets
 	// DefaultPassTimeout.
 	PassTimeout time.Duration
+	// NamespaceWorkers bounds the passes of one namespace in flight at once (0: no
+	// bound; SetupWithManager makes it half the workers when it is 0): the Releases of a
+	// tenant whose cluster answers slowly cannot hold every worker, and a pass over the
+	// bound ends at once and comes back within seconds.
+	NamespaceWorkers int
+	nsPasses         namespacePasses
 	// Log is the loop's logger.
 	Log logr.Logger
 	// Evaluators caches the compiled rules of each selection of rule sets across
@@ -140,6 +146,9 @@ func (h *HealthController) SetupWithManager(ctx context.Context, mgr manager.Man
 	// A changed target object wakes the Releases that read it; a rotated kubeconfig
 	// Secret wakes every Release of its Cluster.
 	h.Clusters.Watch(h.targetChanged, func(namespace, name string) { enq.Add(fan.Releases(ctx, namespace, name)...) })
+	if h.NamespaceWorkers == 0 {
+		h.NamespaceWorkers = max(1, workers/2)
+	}
 	opts := controllerkit.ControllerOptions(workers)
 	opts.RateLimiter = h.rateLimiter(opts.RateLimiter)
 	opts.Logger = h.Log
@@ -203,6 +212,14 @@ func (h *HealthController) syncHandler(ctx context.Context, key string) (_ contr
 	namespace, name, ok := strings.Cut(key, "/")
 	if !ok {
 		return controllerkit.Result{}, reconcile.TerminalError(fmt.Errorf("malformed key %q", key))
+	}
+	if h.NamespaceWorkers > 0 {
+		if !h.nsPasses.acquire(namespace, h.NamespaceWorkers) {
+			// The namespace holds its share of the workers: this pass comes back soon.
+			log.V(1).Info("the namespace holds its share of the workers (NamespaceWorkers); the pass comes back", "namespaceWorkers", h.NamespaceWorkers)
+			return controllerkit.Result{RequeueAfter: h.jitter(namespaceRetry)}, nil
+		}
+		defer h.nsPasses.release(namespace)
 	}
 	passesTotal.WithLabelValues(namespace).Inc()
 

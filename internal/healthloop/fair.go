@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -104,3 +105,35 @@ func (h *HealthController) recordBudgetEvent(rel *v1alpha1.Release, a *assessmen
 // EventEvaluationBudgetExceeded is the reason of the Warning Event of a pass that could
 // not evaluate every entry within its budget (on the edge from a pass that could).
 const EventEvaluationBudgetExceeded = "EvaluationBudgetExceeded"
+
+// namespaceRetry is when a pass that found its namespace at NamespaceWorkers comes back.
+const namespaceRetry = time.Second
+
+// namespacePasses counts the passes in flight per namespace, for NamespaceWorkers.
+type namespacePasses struct {
+	mu       sync.Mutex
+	inFlight map[string]int
+}
+
+// acquire counts one more pass of namespace, unless max are in flight already.
+func (p *namespacePasses) acquire(namespace string, max int) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.inFlight[namespace] >= max {
+		return false
+	}
+	if p.inFlight == nil {
+		p.inFlight = map[string]int{}
+	}
+	p.inFlight[namespace]++
+	return true
+}
+
+// release counts one pass of namespace less; a namespace with none goes from the map.
+func (p *namespacePasses) release(namespace string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.inFlight[namespace]--; p.inFlight[namespace] <= 0 {
+		delete(p.inFlight, namespace)
+	}
+}

@@ -84,6 +84,7 @@ func (f *LeaderElectionFlags) BindFlags(fs *pflag.FlagSet) {
 type ManagementFlags struct {
 	Shards, Namespaces []string
 	Workers            int
+	NamespaceWorkers   int
 	QPS                float64
 	Burst              int
 	RequestTimeout     time.Duration
@@ -95,6 +96,7 @@ func (f *ManagementFlags) BindFlags(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&f.Shards, "shard", nil, "a shard this replica owns (repeatable); none means the default shard \"\"")
 	fs.StringArrayVar(&f.Namespaces, "namespace", nil, "watch only this namespace (repeatable); none means all namespaces")
 	fs.IntVar(&f.Workers, "workers", 64, "concurrent health passes (one Release is never synced twice at once); a pass reads from memory and waits on its writes")
+	fs.IntVar(&f.NamespaceWorkers, "namespace-workers", 0, "concurrent health passes of the Releases of one namespace, so that one tenant whose cluster answers slowly cannot hold every worker; 0: half of --workers (at least 1)")
 	fs.Float64Var(&f.QPS, "kube-api-qps", 300, "QPS of the management-cluster client: health writes (two per changed Release) and cache lists (docs/operations.md, \"Scaling and sizing\")")
 	fs.IntVar(&f.Burst, "kube-api-burst", 600, "burst of the management-cluster client")
 	fs.DurationVar(&f.RequestTimeout, "request-timeout", DefaultRequestTimeout, "timeout of each write and live read of the health loop on the management cluster (watches are not bounded)")
@@ -172,6 +174,9 @@ func (f *Flags) Options() (Options, error) {
 	if errs := validation.IsDNS1123Subdomain(f.Targets.DefaultServiceAccount); len(errs) > 0 {
 		return Options{}, fmt.Errorf("--default-service-account %q is no ServiceAccount name: %s", f.Targets.DefaultServiceAccount, strings.Join(errs, "; "))
 	}
+	if f.Management.NamespaceWorkers < 0 {
+		return Options{}, fmt.Errorf("--namespace-workers %d: must not be negative", f.Management.NamespaceWorkers)
+	}
 	if err := f.Targets.Kubeconfig.Validate(); err != nil {
 		return Options{}, err
 	}
@@ -183,6 +188,7 @@ func (f *Flags) Options() (Options, error) {
 		Shards:                   f.Management.Shards,
 		Namespaces:               f.Management.Namespaces,
 		Workers:                  f.Management.Workers,
+		NamespaceWorkers:         f.Management.NamespaceWorkers,
 		QPS:                      float32(f.Management.QPS),
 		Burst:                    f.Management.Burst,
 		RequestTimeout:           f.Management.RequestTimeout,

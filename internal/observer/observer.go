@@ -52,6 +52,10 @@ type Options struct {
 	Shards []string
 	// Workers is the number of concurrent health passes (at least 1).
 	Workers int
+	// NamespaceWorkers bounds the concurrent passes of one namespace's Releases
+	// (healthloop.HealthController.NamespaceWorkers); 0 means half of Workers (at least
+	// 1), as for the flag.
+	NamespaceWorkers int
 	// QPS and Burst of the management client (reads come from the cache: this paces
 	// the health writes and sync requests).
 	QPS   float32
@@ -244,6 +248,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, err
 	}
 	h := healthloop.NewHealthController(mgr.GetCache(), writer, clusters, gate, waker)
 	h.LiveReader = live
+	h.NamespaceWorkers = o.NamespaceWorkers
 	if o.PassTimeout != nil {
 		h.PassTimeout = *o.PassTimeout
 	}
