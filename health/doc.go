@@ -2,7 +2,8 @@
 // HealthRuleSets against live Kubernetes objects and turns the verdict into a health
 // state (docs/design.md, "Rules" and "Per-entry evaluation").
 //
-// The package is pure: it holds no client and reads no clock. The health loop lists the
+// The package is pure: it holds no client and reads no wall clock (only the thread CPU
+// clock that meters an evaluation, celbound.Meter). The health loop lists the
 // rule sets and reads the objects, and passes the time of its pass in, so every step here
 // can be tested with plain values and the convoyctl command line gives the same answers
 // as the loop.
