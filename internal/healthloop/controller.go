@@ -78,7 +78,7 @@ type HealthController struct {
 	// NamespaceWorkers bounds the passes of one namespace in flight at once (0: no
 	// bound; SetupWithManager makes it half the workers when it is 0): the Releases of a
 	// tenant whose cluster answers slowly cannot hold every worker, and a pass over the
-	// bound ends at once and comes back within seconds.
+	// bound ends at once and comes back a quarter of a second later (namespaceRetry).
 	NamespaceWorkers int
 	nsPasses         namespacePasses
 	// Log is the loop's logger.

@@ -106,8 +106,11 @@ func (h *HealthController) recordBudgetEvent(rel *v1alpha1.Release, a *assessmen
 // not evaluate every entry within its budget (on the edge from a pass that could).
 const EventEvaluationBudgetExceeded = "EvaluationBudgetExceeded"
 
-// namespaceRetry is when a pass that found its namespace at NamespaceWorkers comes back.
-const namespaceRetry = time.Second
+// namespaceRetry is when a pass that found its namespace at NamespaceWorkers comes back:
+// soon, since a namespace's passes usually take milliseconds (a single tenant's cold start
+// waits on it: with a second it converged a second later at 100 Releases). A slow
+// tenant's throttled keys then retry four times a second, a map lookup each.
+const namespaceRetry = 250 * time.Millisecond
 
 // namespacePasses counts the passes in flight per namespace, for NamespaceWorkers.
 type namespacePasses struct {
