@@ -113,32 +113,19 @@ does not compile, 2 on a usage error or unreadable input, 130 when interrupted.`
 // run reads every input first (exit 2 on any problem), then compiles the rules (exit 1),
 // then evaluates and prints each object in file order.
 func (o *evalOptions) run(ctx context.Context, env *cliEnv) error {
-	var deadline *time.Duration
-	if o.deadline != "" {
-		d, err := time.ParseDuration(o.deadline)
-		if err != nil {
-			return usageError(fmt.Errorf("invalid --deadline %q: %w", o.deadline, err))
-		}
-		if d < 0 {
-			return usageError(fmt.Errorf("invalid --deadline %q: must not be negative", o.deadline))
-		}
-		deadline = &d
+	deadline, err := parseDeadline(o.deadline)
+	if err != nil {
+		return usageError(fmt.Errorf("invalid --deadline %w", err))
 	}
-	var anchor *time.Time
-	if o.firstUnhealthy != "" {
-		t, err := time.Parse(time.RFC3339, o.firstUnhealthy)
-		if err != nil {
-			return usageError(fmt.Errorf("invalid --first-unhealthy %q: %w", o.firstUnhealthy, err))
-		}
-		anchor = &t
+	anchor, err := parseInstant(o.firstUnhealthy)
+	if err != nil {
+		return usageError(fmt.Errorf("invalid --first-unhealthy %w", err))
 	}
 	now := env.now()
-	if o.now != "" {
-		t, err := time.Parse(time.RFC3339, o.now)
-		if err != nil {
-			return usageError(fmt.Errorf("invalid --now %q: %w", o.now, err))
-		}
-		now = t
+	if t, err := parseInstant(o.now); err != nil {
+		return usageError(fmt.Errorf("invalid --now %w", err))
+	} else if t != nil {
+		now = *t
 	}
 
 	var global []extv1alpha1.GlobalHealthRuleSet
@@ -239,6 +226,34 @@ func evaluate(ctx context.Context, ev *health.Evaluator, obj *unstructured.Unstr
 		line.ResourceGuessed = m.resource
 	}
 	return line, nil
+}
+
+// parseDeadline reads a deadline given as a Go duration ("10m"); "" is none (nil). It
+// refuses a negative one.
+func parseDeadline(s string) (*time.Duration, error) {
+	if s == "" {
+		return nil, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return nil, fmt.Errorf("%q: %w", s, err)
+	}
+	if d < 0 {
+		return nil, fmt.Errorf("%q: must not be negative", s)
+	}
+	return &d, nil
+}
+
+// parseInstant reads a time given in RFC 3339; "" is none (nil).
+func parseInstant(s string) (*time.Time, error) {
+	if s == "" {
+		return nil, nil
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return nil, fmt.Errorf("%q: %w", s, err)
+	}
+	return &t, nil
 }
 
 // objectName is namespace/name, or name for a cluster-scoped object.

@@ -185,23 +185,16 @@ func runTestFile(env *cliEnv, path string) ([]testResult, error) {
 		}
 		return filepath.Join(dir, p)
 	}
-	var deadline *time.Duration
-	if tf.Deadline != "" {
-		d, err := time.ParseDuration(tf.Deadline)
-		if err != nil || d < 0 {
-			return nil, inputError(fmt.Errorf("%s: invalid deadline %q", path, tf.Deadline))
-		}
-		deadline = &d
+	deadline, err := parseDeadline(tf.Deadline)
+	if err != nil {
+		return nil, inputError(fmt.Errorf("%s: invalid deadline %w", path, err))
 	}
-	parseTime := func(what, s string) (*time.Time, error) {
-		if s == "" {
-			return nil, nil
-		}
-		t, err := time.Parse(time.RFC3339, s)
+	parseTime := func(what, v string) (*time.Time, error) {
+		t, err := parseInstant(v)
 		if err != nil {
-			return nil, inputError(fmt.Errorf("%s: invalid %s %q: %w", path, what, s, err))
+			return nil, inputError(fmt.Errorf("%s: invalid %s %w", path, what, err))
 		}
-		return &t, nil
+		return t, nil
 	}
 	now := env.now()
 	if t, err := parseTime("now", tf.Now); err != nil {
