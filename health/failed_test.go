@@ -146,3 +146,15 @@ func causeOf(d *health.Decider) health.Cause {
 	}
 	return d.Cause
 }
+
+// TestFailedExpressionIsBounded: a tenant's failedExpression runs within the same cost
+// limit as its ruleExpression: one that would run away ends as an evaluation error
+// (Unknown), never a long evaluation or a crash.
+func TestFailedExpressionIsBounded(t *testing.T) {
+	t.Parallel()
+	ev := mustEvaluator(t, failingRule("broken", "lists.range(1000).all(i, lists.range(1000).all(j, lists.range(1000).all(k, i+j+k >= 0)))"))
+	r := ev.Evaluate("v1", "configmaps", map[string]any{"data": map[string]any{"ready": "false"}})
+	if r.Outcome != health.Error || !strings.Contains(r.Message, "cost limit exceeded") {
+		t.Fatalf("a runaway failedExpression: %v %q; want an evaluation error at the cost limit", r.Outcome, r.Message)
+	}
+}
