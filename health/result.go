@@ -91,6 +91,10 @@ const (
 	// returned true: the failure is terminal, and the entry is Degraded at once
 	// (Result.Terminal).
 	CauseFailed Cause = "Failed"
+	// CauseFailedFast: the rule's ruleExpression returned false, and the Release's
+	// spec.healthAssessment.failFast made the entry Degraded at once because the
+	// workload's diagnosis is terminal (package diagnosis). Only FailFast gives it.
+	CauseFailedFast Cause = "FailedFast"
 )
 
 // Decider names the rule that decided a result, for explanations (the decidedBy of
@@ -108,7 +112,7 @@ type Decider struct {
 	// Rule is the 0-based index of the rule in the set's spec.rules.
 	Rule int `json:"rule"`
 	// Cause is RuleFailed, Failed or EvaluationError in a Result; Explain may make a
-	// RuleFailed DeadlinePassed.
+	// RuleFailed DeadlinePassed, FailFast may make it FailedFast.
 	Cause Cause `json:"cause"`
 }
 

@@ -80,3 +80,18 @@ func Judge(r Result, firstUnhealthy *time.Time, deadline *time.Duration, now tim
 	state, anchor := DeriveState(r, firstUnhealthy, deadline, now)
 	return Judgement{State: state, FirstUnhealthy: anchor, DecidedBy: Explain(r, state)}
 }
+
+// FailFast applies spec.healthAssessment.failFast to j, the Judgement of a workload
+// entry whose diagnosis is terminal or not (docs/design.md, "Diagnosis"): a Progressing
+// entry with a terminal diagnosis is Degraded at once, and its decider's cause becomes
+// CauseFailedFast (the failing rule still gives the message). Any other Judgement is
+// returned as it is. j.DecidedBy is not modified; the result has a new Decider.
+func FailFast(j Judgement, terminal bool) Judgement {
+	if !terminal || j.State != v1alpha1.StateProgressing || j.DecidedBy == nil {
+		return j
+	}
+	d := *j.DecidedBy
+	d.Cause = CauseFailedFast
+	j.State, j.DecidedBy = v1alpha1.StateDegraded, &d
+	return j
+}

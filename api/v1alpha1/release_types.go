@@ -51,6 +51,21 @@ type HealthAssessment struct {
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="must be a duration such as 5m or 90s"
 	Deadline *metav1.Duration `json:"deadline,omitempty"`
+
+	// failFast, when true, makes a failing workload (a Deployment, StatefulSet,
+	// DaemonSet, ReplicaSet or Job) Degraded at once, with decidedBy.cause FailedFast,
+	// when its diagnosis is terminal: one of its current Pods cannot pull or name its
+	// image, cannot have its container configuration made, crash-loops after 3 restarts
+	// or more, or cannot be scheduled. Absent or false: states are exactly as the
+	// rules and the deadline give them; the diagnosis is recorded either way.
+	// +optional
+	FailFast *bool `json:"failFast,omitempty"`
+}
+
+// GetFailFast returns spec.healthAssessment.failFast of ha; false when ha or the field
+// is absent.
+func (ha *HealthAssessment) GetFailFast() bool {
+	return ha != nil && ha.FailFast != nil && *ha.FailFast
 }
 
 // SyncPolicy holds the timing of the Release's loops.

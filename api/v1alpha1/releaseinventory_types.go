@@ -124,6 +124,16 @@ type InventoryEntry struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	RulesApplied *int32 `json:"rulesApplied,omitempty"`
+
+	// diagnosis says in one line why a workload entry (a Deployment, StatefulSet,
+	// DaemonSet, ReplicaSet or Job) that is not Healthy fails, from its current Pods:
+	// the Pod, and its scheduling failure, its container's waiting reason, its last
+	// termination or its failing readiness; at most 1024 characters. Absent on Healthy
+	// entries, on other kinds and when no current Pod shows a cause. Written by the
+	// observer under the field manager convoy-health-inventory, like state and message.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Diagnosis string `json:"diagnosis,omitempty"`
 }
 
 // EntryDecider is the rule that decided an entry's state (InventoryEntry.decidedBy): the
@@ -157,7 +167,9 @@ type EntryDecider struct {
 	// cause is how the rule decided: RuleFailed (its ruleExpression returned false,
 	// Progressing), DeadlinePassed (it failed past spec.healthAssessment.deadline,
 	// Degraded), Failed (it failed and its failedExpression says the failure is terminal,
-	// Degraded at once) or EvaluationError (it could not be evaluated, Unknown).
+	// Degraded at once), FailedFast (it failed and the entry's diagnosis is terminal
+	// under spec.healthAssessment.failFast, Degraded at once) or EvaluationError (it
+	// could not be evaluated, Unknown).
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63

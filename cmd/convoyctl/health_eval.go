@@ -13,11 +13,14 @@ import (
 	"github.com/gobuffalo/flect"
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	toolscache "k8s.io/client-go/tools/cache"
 
 	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
 	"github.com/kumodo/convoy-observer/health"
+	"github.com/kumodo/convoy-observer/health/diagnosis"
 	"github.com/kumodo/convoy-observer/health/manifest"
 )
 
@@ -31,6 +34,7 @@ type evalOptions struct {
 	resources      []string
 	kubeconfig     string
 	guess          bool
+	failFast       bool
 }
 
 // evalLine is one line of output. The field order is fixed (docs/design.md, "Command line").
@@ -52,13 +56,16 @@ type evalLine struct {
 	// resources (or "*") match the object, so that a Healthy line says whether anything
 	// judged it (0: nothing did).
 	RulesApplied int `json:"rulesApplied"`
+	// Diagnosis is why a failing workload fails, from its current Pods among the given
+	// objects (package diagnosis, as the loop records it); absent when there is none.
+	Diagnosis string `json:"diagnosis,omitempty"`
 }
 
 // newHealthEvalCommand builds `health eval` (docs/design.md, "Command line").
 func newHealthEvalCommand(env *cliEnv) *cobra.Command {
 	o := &evalOptions{}
 	cmd := &cobra.Command{
-		Use:   "eval --rules FILE [--rules FILE…] --object FILE [--object FILE…] [--deadline D] [--first-unhealthy T] [--now T] [--resource KIND=plural…] [--kubeconfig F] [--guess-resources]",
+		Use:   "eval --rules FILE [--rules FILE…] --object FILE [--object FILE…] [--deadline D] [--fail-fast] [--first-unhealthy T] [--now T] [--resource KIND=plural…] [--kubeconfig F] [--guess-resources]",
 		Short: "Evaluate health rule sets against objects read from files",
 		Long: `Evaluate health rule sets against objects, exactly as the health loop does, and print
 one JSON object per line: {"apiVersion","kind","namespace","name","state","message"}, plus
@@ -67,7 +74,12 @@ that decided a non-Healthy state, cause RuleFailed (Progressing), DeadlinePassed
 rule, Degraded because --deadline passed), Failed (a terminal failure, Degraded at once) or
 EvaluationError (Unknown)) when a rule decided,
 and "rulesApplied": the number of rules that match the object's apiVersion and resource (0
-on a Healthy line means that no rule judged the object).
+on a Healthy line means that no rule judged the object), and "diagnosis" for a failing
+Deployment, StatefulSet, DaemonSet, ReplicaSet or Job whose current Pods (found through
+owner references among the given objects, as the loop finds them on the target) show why:
+the Pod and its scheduling failure, container waiting reason, last termination or failing
+readiness. With --fail-fast a terminal diagnosis makes the workload Degraded (cause
+FailedFast), as spec.healthAssessment.failFast does.
 
 Rule files hold GlobalHealthRuleSets and HealthRuleSets (YAML or JSON, one or more
 documents, or a List); every set in them is selected. Object files hold Kubernetes objects
@@ -99,6 +111,7 @@ does not compile, 2 on a usage error or unreadable input, 130 when interrupted.`
 	f := cmd.Flags()
 	f.StringArrayVar(&o.rules, "rules", nil, "file of rule sets (repeatable)")
 	f.StringArrayVar(&o.objects, "object", nil, "file of objects (repeatable)")
+	f.BoolVar(&o.failFast, "fail-fast", false, "spec.healthAssessment.failFast: a failing workload whose diagnosis (from its Pods among the objects) is terminal is Degraded at once, cause FailedFast")
 	f.StringVar(&o.deadline, "deadline", "", "spec.healthAssessment.deadline, a Go duration such as 5m (default: no deadline)")
 	f.StringVar(&o.firstUnhealthy, "first-unhealthy", "", "firstUnhealthy anchor of every object, RFC 3339 (default: unset, so a failure starts its clock at --now)")
 	f.StringVar(&o.now, "now", "", "time of the evaluation, RFC 3339 (default: the current time)")
@@ -186,8 +199,9 @@ func (o *evalOptions) run(ctx context.Context, env *cliEnv) error {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
+	jo := judging{anchor: anchor, deadline: deadline, now: now, failFast: o.failFast, list: listFrom(objects)}
 	for i := range objects {
-		line, err := evaluate(ctx, ev, &objects[i], mappings[i], anchor, deadline, now)
+		line, err := evaluate(ctx, ev, &objects[i], mappings[i], jo)
 		if err != nil {
 			return &exitError{code: exitInterrupted, err: fmt.Errorf("interrupted: %d of %d objects evaluated", i, len(objects))}
 		}
@@ -202,15 +216,37 @@ func (o *evalOptions) run(ctx context.Context, env *cliEnv) error {
 	return nil
 }
 
+// judging is how evaluate judges a result: the entry's firstUnhealthy anchor, the
+// deadline (nil: none), the time of the pass, the Release's failFast, and where the Pods
+// of a failing workload are listed from (nil: no diagnosis).
+type judging struct {
+	anchor   *time.Time
+	deadline *time.Duration
+	now      time.Time
+	failFast bool
+	list     diagnosis.ListFunc
+}
+
 // evaluate assesses one object as the health loop's observeItem and judgeEntry do: the rules match the
-// object's apiVersion and its resource. It returns ctx's error, and no line, once ctx is
-// done.
-func evaluate(ctx context.Context, ev *health.Evaluator, obj *unstructured.Unstructured, m resourceMapping, anchor *time.Time, deadline *time.Duration, now time.Time) (evalLine, error) {
+// object's apiVersion and its resource; a failing workload is diagnosed from j.list, and
+// with j.failFast a terminal diagnosis makes it Degraded. It returns ctx's error, and no
+// line, once ctx is done.
+func evaluate(ctx context.Context, ev *health.Evaluator, obj *unstructured.Unstructured, m resourceMapping, jo judging) (evalLine, error) {
 	r, err := ev.EvaluateContext(ctx, obj.GetAPIVersion(), m.resource, obj.Object)
 	if err != nil {
 		return evalLine{}, err
 	}
-	j := health.Judge(r, anchor, deadline, now)
+	var d diagnosis.Diagnosis
+	if r.Outcome == health.Fail && jo.list != nil {
+		d, _ = diagnosis.Diagnose(ctx, obj, jo.list) // listing objects in memory never fails
+	}
+	j := health.Judge(r, jo.anchor, jo.deadline, jo.now)
+	if jo.failFast {
+		j = health.FailFast(j, d.Terminal)
+	}
+	if j.State == v1alpha1.StateHealthy {
+		d = diagnosis.Diagnosis{}
+	}
 	line := evalLine{
 		APIVersion: obj.GetAPIVersion(),
 		Kind:       obj.GetKind(),
@@ -221,11 +257,29 @@ func evaluate(ctx context.Context, ev *health.Evaluator, obj *unstructured.Unstr
 		DecidedBy:  j.DecidedBy,
 
 		RulesApplied: r.RulesApplied,
+		Diagnosis:    d.Message,
 	}
 	if m.guessed {
 		line.ResourceGuessed = m.resource
 	}
 	return line, nil
+}
+
+// listFrom lists from objs as a target cluster would for a diagnosis: the objects of
+// the resource (by apiVersion and kind), in the namespace, whose labels match.
+func listFrom(objs []unstructured.Unstructured) diagnosis.ListFunc {
+	return func(_ context.Context, gvr schema.GroupVersionResource, namespace string, sel labels.Selector) ([]unstructured.Unstructured, error) {
+		kind := map[string]string{"pods": "Pod", "replicasets": "ReplicaSet"}[gvr.Resource]
+		var out []unstructured.Unstructured
+		for i := range objs {
+			o := &objs[i]
+			if o.GetAPIVersion() == gvr.GroupVersion().String() && o.GetKind() == kind && o.GetNamespace() == namespace &&
+				sel.Matches(labels.Set(o.GetLabels())) {
+				out = append(out, *o)
+			}
+		}
+		return out, nil
+	}
 }
 
 // parseDeadline reads a deadline given as a Go duration ("10m"); "" is none (nil). It

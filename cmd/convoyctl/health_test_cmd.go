@@ -263,7 +263,7 @@ func runTestFile(env *cliEnv, path string) ([]testResult, error) {
 		if err != nil {
 			return nil, inputError(fmt.Errorf("%s: %s: %w (name it under resources:)", path, name, err))
 		}
-		line, err := evaluate(nil, ev, &objs[0], m, caseAnchor, deadline, now)
+		line, err := evaluate(nil, ev, &objs[0], m, judging{anchor: caseAnchor, deadline: deadline, now: now})
 		if err != nil {
 			return nil, err
 		}

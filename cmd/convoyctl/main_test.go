@@ -288,3 +288,26 @@ status: {ready: false}
 		t.Errorf("exit %d; stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
 }
+
+// TestHealthEvalDiagnosis: a failing Deployment whose Pods are among the objects gets the
+// diagnosis of its newest ReplicaSet's Pod (not the older one's), and with --fail-fast a
+// terminal one makes it Degraded, cause FailedFast; a Healthy line has none.
+func TestHealthEvalDiagnosis(t *testing.T) {
+	t.Parallel()
+	objects := filepath.Join("..", "..", "testdata", "diagnosis", "crashloop.yaml")
+	const diag = `"diagnosis":"Pod demo/web-7b9c-fghij: container app waiting: CrashLoopBackOff: back-off 1m20s restarting failed container=app, 4 restarts; last terminated: Error (exit code 1)"`
+	web := func(state, cause string) string {
+		return `{"apiVersion":"apps/v1","kind":"Deployment","namespace":"demo","name":"web","state":"` + state + `","message":"1/1 available, 1 updated",` +
+			`"decidedBy":{"kind":"GlobalHealthRuleSet","namespace":"","name":"convoy-defaults","rule":0,"cause":"` + cause + `"},"rulesApplied":1,` + diag + "}\n"
+	}
+	for _, tc := range []struct {
+		args         []string
+		state, cause string
+	}{{nil, "Progressing", "RuleFailed"}, {[]string{"--fail-fast"}, "Degraded", "FailedFast"}} {
+		code, stdout, stderr := runCLI(append([]string{"health", "eval", "--rules", defaultsFile, "--object", objects}, tc.args...)...)
+		first, rest, _ := strings.Cut(stdout, "\n")
+		if code != 0 || first+"\n" != web(tc.state, tc.cause) || strings.Contains(rest, "diagnosis") {
+			t.Errorf("%v: exit %d, stderr %q\ngot  %s\nwant %s\nrest %s", tc.args, code, stderr, first, web(tc.state, tc.cause), rest)
+		}
+	}
+}

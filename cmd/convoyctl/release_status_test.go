@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/kumodo/convoy-observer/internal/syncapi"
 )
 
 // authRecorder serves next and remembers the last Authorization header.
@@ -190,5 +192,28 @@ func TestCell(t *testing.T) {
 	}
 	if !strings.HasPrefix(timeCell(nil), "-") {
 		t.Error("timeCell(nil) is not -")
+	}
+}
+
+// TestPrintEntriesDiagnosis: under the table, one DIAGNOSIS line per entry that has
+// one, inert on a terminal; none without.
+func TestPrintEntriesDiagnosis(t *testing.T) {
+	entries := []syncapi.HealthEntry{
+		{Group: "apps", Kind: "Deployment", Namespace: "demo", Name: "web", State: "Progressing", Message: "1/3 available",
+			Diagnosis: "Pod demo/web-x: not scheduled: Unschedulable: 0/2 nodes are available\x1b[2J"},
+		{Kind: "ConfigMap", Namespace: "demo", Name: "cfg", State: "Healthy"},
+	}
+	var b strings.Builder
+	if err := printEntries(&b, entries); err != nil {
+		t.Fatal(err)
+	}
+	want := "\nDIAGNOSIS\nDeployment demo/web: Pod demo/web-x: not scheduled: Unschedulable: 0/2 nodes are available [2J\n"
+	if !strings.HasSuffix(b.String(), want) {
+		t.Errorf("got\n%s\nwant it to end with\n%s", b.String(), want)
+	}
+	b.Reset()
+	_ = printEntries(&b, entries[1:])
+	if strings.Contains(b.String(), "DIAGNOSIS") {
+		t.Errorf("got a DIAGNOSIS section without a diagnosis:\n%s", b.String())
 	}
 }

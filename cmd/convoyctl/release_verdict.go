@@ -103,7 +103,8 @@ func namespacedName(namespace, name string) string {
 // applied the object, with the render the state was assessed at when that differs;
 // STATE ends in " (no rule)" for an entry that no selected rule judges (rulesApplied 0),
 // so that a Healthy that only means "nothing failed" reads as such; empty fields show
-// as -.
+// as -. Under the table, DIAGNOSIS has one line "KIND NAMESPACE/NAME: DIAGNOSIS" per
+// entry that has a diagnosis (why a failing workload fails, from its Pods).
 func printEntries(out io.Writer, entries []syncapi.HealthEntry) error {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "WAVE\tKIND\tNAMESPACE\tNAME\tSTATE\tRENDER\tMESSAGE")
@@ -119,7 +120,22 @@ func printEntries(out io.Writer, entries []syncapi.HealthEntry) error {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Wave, cell(kind), cell(e.Namespace), cell(e.Name),
 			stateCell(&e), cell(render), cell(e.Message))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	header := false
+	for _, e := range entries {
+		if e.Diagnosis == "" {
+			continue
+		}
+		if !header {
+			fmt.Fprintln(out)
+			fmt.Fprintln(out, "DIAGNOSIS")
+			header = true
+		}
+		fmt.Fprintf(out, "%s %s: %s\n", sanitize(e.Kind), sanitize(namespacedName(e.Namespace, e.Name)), sanitize(e.Diagnosis))
+	}
+	return nil
 }
 
 // noRuleMark follows the state of an entry that no selected rule judges.

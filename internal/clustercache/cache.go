@@ -7,6 +7,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -56,6 +57,19 @@ type ObjectReader interface {
 	// wrapping ErrClusterNotConnected when the cluster does not answer, or another error.
 	Get(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string) (*unstructured.Unstructured, error)
 }
+
+// ObjectLister is implemented by the readers that Cache hands out (and may be by
+// others): List reads the objects of gvr in namespace whose labels match selector, with
+// one LIST of at most MaxListItems objects (the first page; the rest is not read), never
+// from an informer. The loop lists only the Pods and ReplicaSets of a failing workload
+// for its diagnosis; a watching cache never watches them. Errors are as for Get.
+type ObjectLister interface {
+	List(ctx context.Context, gvr schema.GroupVersionResource, namespace string, selector labels.Selector) ([]unstructured.Unstructured, error)
+}
+
+// MaxListItems bounds the objects of one ObjectLister.List: 100, the Pods of a large
+// workload's revision.
+const MaxListItems = 100
 
 // TargetRef names one object that a Release reads from its target cluster: an inventory
 // entry or the workload of a polled hook.

@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/utils/clock"
@@ -59,19 +60,41 @@ func (r *dynamicReader) Get(ctx context.Context, gvr schema.GroupVersionResource
 	if err == nil || !IsConnectionError(err) {
 		return u, asForbidden(err, r.identity, gvr, namespace, name)
 	}
+	return nil, r.notAnswered(ctx, err)
+}
+
+// List implements ObjectLister with one LIST of at most MaxListItems objects.
+func (r *dynamicReader) List(ctx context.Context, gvr schema.GroupVersionResource, namespace string, selector labels.Selector) ([]unstructured.Unstructured, error) {
+	if err := r.heldDown(); err != nil {
+		return nil, err
+	}
+	l, err := r.client.Resource(gvr).Namespace(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector.String(), Limit: MaxListItems})
+	if err == nil {
+		return l.Items, nil
+	}
+	if !IsConnectionError(err) {
+		return nil, asForbidden(err, r.identity, gvr, namespace, "")
+	}
+	return nil, r.notAnswered(ctx, err)
+}
+
+// notAnswered is the error of a read that the server did not answer (a connection
+// error): it holds the cluster down, unless the server still answers /version (one slow
+// object) or the caller gave up.
+func (r *dynamicReader) notAnswered(ctx context.Context, err error) error {
 	if ctx.Err() != nil { // our caller gave up (shutdown, a sibling's failure): no verdict
-		return nil, fmt.Errorf("%w: Cluster %s: %w", ErrClusterNotConnected, r.cluster, err)
+		return fmt.Errorf("%w: Cluster %s: %w", ErrClusterNotConnected, r.cluster, err)
 	}
 	// A request that was connected and then timed out may be one slow object (a hung
 	// conversion webhook or aggregated API): ask the server itself before holding the
 	// whole cluster down. A failed dial needs no second opinion.
 	if !isDialError(err) && r.probe != nil && r.probe() == nil {
-		return nil, fmt.Errorf("the server answers, but not for this object: %w", err)
+		return fmt.Errorf("the server answers, but not for this object: %w", err)
 	}
 	r.mu.Lock()
 	r.downUntil, r.downErr = r.clock.Now().Add(r.holdDown), err
 	r.mu.Unlock()
-	return nil, fmt.Errorf("%w: Cluster %s: %w", ErrClusterNotConnected, r.cluster, err)
+	return fmt.Errorf("%w: Cluster %s: %w", ErrClusterNotConnected, r.cluster, err)
 }
 
 // isDialError reports whether err failed to open a connection at all (refused,

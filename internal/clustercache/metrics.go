@@ -11,10 +11,11 @@ var (
 	// targetReads counts reads of target objects by where the answer came from: "cache",
 	// or a GET because the type is "unwatched", fell back ("fallback": its list/watch is
 	// forbidden or unserved), its watch failed ("watch-failed"), its informer had
-	// "not-synced" yet, or the object was a "miss" in the synced cache.
+	// "not-synced" yet, or the object was a "miss" in the synced cache; "list" counts the
+	// LISTs of a failing workload's Pods and ReplicaSets for its diagnosis.
 	targetReads = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "convoy_observer_target_reads_total",
-		Help: "Reads of target objects by cluster and source (cache, or the reason of a GET: unwatched, fallback, watch-failed, not-synced, miss).",
+		Help: "Reads of target objects by cluster and source (cache, or the reason of a GET: unwatched, fallback, watch-failed, not-synced, miss; list: a failing workload's Pods for its diagnosis).",
 	}, []string{"cluster", "source"})
 
 	// watchFallbacks counts the types whose list or watch was refused, so they are read

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
@@ -26,6 +27,7 @@ const (
 	sourceWatchFailed = "watch-failed" // the informer's last list/watch failed
 	sourceNotSynced   = "not-synced"   // the informer did not sync within SyncWait
 	sourceMiss        = "miss"         // not in the synced cache: confirmed with a GET
+	sourceList        = "list"         // a LIST of a failing workload's Pods (ObjectLister)
 )
 
 // targetWatches runs the informers of one target cluster. What they cover comes from
@@ -276,6 +278,13 @@ func (w *targetWatches) Get(ctx context.Context, gvr schema.GroupVersionResource
 	}
 	w.countRead(sourceCache)
 	return cachedUnstructured(obj)
+}
+
+// List implements ObjectLister with the cluster's GET client (a LIST, never an
+// informer), counted as a read of source "list".
+func (w *targetWatches) List(ctx context.Context, gvr schema.GroupVersionResource, namespace string, selector labels.Selector) ([]unstructured.Unstructured, error) {
+	w.countRead(sourceList)
+	return w.direct.List(ctx, gvr, namespace, selector)
 }
 
 func (w *targetWatches) get(ctx context.Context, source string, gvr schema.GroupVersionResource, namespace, name string) (*unstructured.Unstructured, error) {

@@ -17,6 +17,7 @@ import (
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
 	"github.com/kumodo/convoy-observer/health"
 	"github.com/kumodo/convoy-observer/health/celbound"
+	"github.com/kumodo/convoy-observer/health/diagnosis"
 	"github.com/kumodo/convoy-observer/internal/clustercache"
 	"github.com/kumodo/convoy-observer/internal/inventory"
 )
@@ -68,6 +69,9 @@ type itemResult struct {
 	// ruleSet and rule name the rule of the engine's result, for the log (rule -1: none).
 	ruleSet string
 	rule    int
+	// diagnosis is why a failing workload fails, from its Pods (docs/design.md,
+	// "Diagnosis"); "" for a Healthy entry and for one without.
+	diagnosis string
 }
 
 // prior is an entry's state before this pass writes (docs/design.md, "Assessment" step 5).
@@ -102,6 +106,8 @@ type entryObservation struct {
 	res health.Result
 	// cut: not evaluated, the pass's budget ran out.
 	cut bool
+	// diagnosis of a failing workload (diagnose); empty otherwise.
+	diagnosis diagnosis.Diagnosis
 }
 
 // position is where the entry stands in the order of a pass (health.CompareEntries).
@@ -280,6 +286,12 @@ func (h *HealthController) observeItem(ctx context.Context, pt *passTenant, ev *
 			return o, evalErr // ctx ended: the pass writes nothing
 		}
 		o.res = res
+		if res.Outcome == health.Fail {
+			var read bool
+			if o.diagnosis, read = h.diagnose(ctx, pt, reader, obj); !read {
+				o.diagnosis.Message = e.Diagnosis // over the pass's bound: kept
+			}
+		}
 		return o, nil
 	case isUnservedResource(err):
 		return failed(fmt.Sprintf("cannot read object: the target does not serve %s (version %q, resource %q)", gvr.GroupResource(), gvr.Version, gvr.Resource)), nil

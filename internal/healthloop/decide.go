@@ -49,7 +49,7 @@ func decide(in passInput) passResult {
 		res.hs, res.assessErr = &hs, in.assessErr
 		res.pending = append(res.pending, targetAssessment)
 	default:
-		a := judge(in.observed, deadlineOf(rel), in.now, in.budget, in.budgetCutBefore)
+		a := judge(in.observed, deadlineOf(rel), rel.Spec.HealthAssessment.GetFailFast(), in.now, in.budget, in.budgetCutBefore)
 		hs := a.healthStatus(rel)
 		res.a, res.hs = a, &hs
 		res.pending = append(res.pending, a.pendingTargets(hs)...)
@@ -68,10 +68,11 @@ func deadlineOf(rel *v1alpha1.Release) *time.Duration {
 	return &d
 }
 
-// judge gives every observed entry its state (judgeEntry) and sums up the assessment:
-// the entries the budget cut, whether an entry's render advanced, whether the frontier
-// wave completed. o nil is an assessment without inventory.
-func judge(o *observation, deadline *time.Duration, now time.Time, budget uint64, cutBefore bool) *assessment {
+// judge gives every observed entry its state (judgeEntry, with the Release's deadline
+// and failFast) and sums up the assessment: the entries the budget cut, whether an
+// entry's render advanced, whether the frontier wave completed. o nil is an assessment
+// without inventory.
+func judge(o *observation, deadline *time.Duration, failFast bool, now time.Time, budget uint64, cutBefore bool) *assessment {
 	a := &assessment{}
 	if o == nil {
 		return a
@@ -82,7 +83,7 @@ func judge(o *observation, deadline *time.Duration, now time.Time, budget uint64
 	}
 	a.entries = make([]itemResult, len(o.entries))
 	for i := range o.entries {
-		a.entries[i] = judgeEntry(&o.entries[i], deadline, now, budget)
+		a.entries[i] = judgeEntry(&o.entries[i], deadline, failFast, now, budget)
 		if a.entries[i].cut {
 			a.budgetCut++
 		}
@@ -97,22 +98,28 @@ func judge(o *observation, deadline *time.Duration, now time.Time, budget uint64
 
 // judgeEntry gives one observed entry its state (docs/design.md, "Per-entry
 // evaluation", the judgement): health.Judge of the engine's result against the entry's
-// firstUnhealthy and the deadline. A Healthy entry has no message. An entry the budget
-// cut is Unknown with budgetMessage, and keeps its firstUnhealthy and assessedRenderRef
-// (it was not judged, so neither its anchor nor its render moves).
-func judgeEntry(o *entryObservation, deadline *time.Duration, now time.Time, budget uint64) itemResult {
+// firstUnhealthy and the deadline, then, with failFast, health.FailFast of the entry's
+// diagnosis (docs/design.md, "Diagnosis"). A Healthy entry has no message and no
+// diagnosis. An entry the budget cut is Unknown with budgetMessage, and keeps its
+// firstUnhealthy and assessedRenderRef (it was not judged, so neither its anchor nor its
+// render moves).
+func judgeEntry(o *entryObservation, deadline *time.Duration, failFast bool, now time.Time, budget uint64) itemResult {
 	r := itemResult{entry: o.entry, key: o.key, prior: o.prior, rulesApplied: o.rulesApplied}
 	if o.cut {
 		r.state, r.message, r.anchor, r.cut = v1alpha1.StateUnknown, budgetMessage(budget), o.prior.firstUnhealthy, true
+		r.diagnosis = o.entry.Diagnosis // not read this pass: kept
 		// writeInventoryHealth writes entry.RenderRef as assessedRenderRef: keep the old one.
 		r.entry.RenderRef = o.prior.assessedRenderRef
 		return r
 	}
 	j := health.Judge(o.res, o.prior.firstUnhealthy, deadline, now)
+	if failFast {
+		j = health.FailFast(j, o.diagnosis.Terminal)
+	}
 	r.state, r.message, r.anchor, r.decidedBy = j.State, o.res.Message, j.FirstUnhealthy, j.DecidedBy
-	r.ruleSet, r.rule = o.res.RuleSet, o.res.RuleIndex
+	r.ruleSet, r.rule, r.diagnosis = o.res.RuleSet, o.res.RuleIndex, o.diagnosis.Message
 	if r.state == v1alpha1.StateHealthy {
-		r.message = ""
+		r.message, r.diagnosis = "", ""
 	}
 	return r
 }

@@ -164,25 +164,25 @@ func TestDecide(t *testing.T) {
 func TestJudgeEntryAnchors(t *testing.T) {
 	t.Parallel()
 	o := observed("a", fail, v1alpha1.StateHealthy, nil)
-	if r := judgeEntry(&o, &minute, t0, 0); r.anchor == nil || !r.anchor.Equal(t0) || r.decidedBy == nil {
+	if r := judgeEntry(&o, &minute, false, t0, 0); r.anchor == nil || !r.anchor.Equal(t0) || r.decidedBy == nil {
 		t.Errorf("first failing pass: anchor %v, decidedBy %v; want t0 and the rule", r.anchor, r.decidedBy)
 	}
 	o = observed("a", fail, v1alpha1.StateProgressing, &longAgo)
-	if r := judgeEntry(&o, &minute, t0, 0); r.anchor == nil || !r.anchor.Equal(longAgo) {
+	if r := judgeEntry(&o, &minute, false, t0, 0); r.anchor == nil || !r.anchor.Equal(longAgo) {
 		t.Errorf("still failing: anchor %v, want it kept at %v", r.anchor, longAgo)
 	}
 	o = observed("a", pass, v1alpha1.StateProgressing, &longAgo)
-	if r := judgeEntry(&o, &minute, t0, 0); r.anchor != nil || r.message != "" || r.decidedBy != nil {
+	if r := judgeEntry(&o, &minute, false, t0, 0); r.anchor != nil || r.message != "" || r.decidedBy != nil {
 		t.Errorf("healthy again: anchor %v, message %q, decidedBy %v; want none", r.anchor, r.message, r.decidedBy)
 	}
 	o = observed("a", terminal, v1alpha1.StateHealthy, nil)
-	if r := judgeEntry(&o, &minute, t0, 0); r.state != v1alpha1.StateDegraded || r.anchor == nil || !r.anchor.Equal(t0) ||
+	if r := judgeEntry(&o, &minute, false, t0, 0); r.state != v1alpha1.StateDegraded || r.anchor == nil || !r.anchor.Equal(t0) ||
 		r.decidedBy == nil || r.decidedBy.Cause != health.CauseFailed {
 		t.Errorf("terminal failure: %s, anchor %v, decidedBy %+v; want Degraded at once, anchored at t0, cause Failed", r.state, r.anchor, r.decidedBy)
 	}
 	o = observed("a", health.Result{}, v1alpha1.StateProgressing, &longAgo)
 	o.cut, o.entry.RenderRef = true, "r2"
-	if r := judgeEntry(&o, &minute, t0, 3); !r.cut || r.anchor != &longAgo || r.entry.RenderRef != "r1" || r.message != budgetMessage(3) {
+	if r := judgeEntry(&o, &minute, false, t0, 3); !r.cut || r.anchor != &longAgo || r.entry.RenderRef != "r1" || r.message != budgetMessage(3) {
 		t.Errorf("cut: %+v; want the anchor and the assessed render kept, and the budget's message", r)
 	}
 }

@@ -90,6 +90,9 @@ func (h *HealthController) recordHealthEvents(ctx context.Context, rel *v1alpha1
 		eventType, reason = corev1.EventTypeNormal, EventHealthy
 	case kind == v1alpha1.ReasonProgressing && prevKind == v1alpha1.ReasonHealthy:
 		eventType, reason = corev1.EventTypeNormal, EventProgressing
+		if d := firstDiagnosis(a, v1alpha1.StateProgressing); d != "" {
+			note += " — " + d
+		}
 	case kind == v1alpha1.ReasonDegraded:
 		reason, note = EventDegraded, offenders(a, v1alpha1.StateDegraded, hs.message)
 	case kind == v1alpha1.ReasonUnknown:
@@ -144,8 +147,22 @@ func (h *HealthController) clusterEvent(ctx context.Context, rel *v1alpha1.Relea
 	h.Events.Eventf(c, nil, eventType, reason, actionConnect, "%s", truncateNote(fmt.Sprintf(format, args...)))
 }
 
-// offenders names up to three entries in state with their messages, after the count of
-// the condition message ("2/5 healthy; …"); without an assessment, the message itself.
+// firstDiagnosis is the diagnosis of the first entry in state that has one ("" for none).
+func firstDiagnosis(a *assessment, state v1alpha1.HealthState) string {
+	if a == nil {
+		return ""
+	}
+	for i := range a.entries {
+		if a.entries[i].state == state && a.entries[i].diagnosis != "" {
+			return a.entries[i].diagnosis
+		}
+	}
+	return ""
+}
+
+// offenders names up to three entries in state with their messages (and diagnoses,
+// after " — "), after the count of the condition message ("2/5 healthy; …"); without an
+// assessment, the message itself.
 func offenders(a *assessment, state v1alpha1.HealthState, message string) string {
 	if a == nil {
 		return message
@@ -165,6 +182,9 @@ func offenders(a *assessment, state v1alpha1.HealthState, message string) string
 		s := objectName(r.key.Kind, r.key.Namespace, r.key.Name)
 		if r.message != "" {
 			s += ": " + r.message
+		}
+		if r.diagnosis != "" {
+			s += " — " + r.diagnosis
 		}
 		names = append(names, s)
 	}

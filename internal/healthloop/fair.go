@@ -52,6 +52,8 @@ type passTenant struct {
 	weight    float64
 	pass      uint64
 	meter     *celbound.Meter
+	// diagnoses counts the failing workloads this pass diagnosed (MaxDiagnosesPerPass).
+	diagnoses diagnoses
 }
 
 // newPassTenant starts the fair-evaluation bookkeeping of one pass over a Release of

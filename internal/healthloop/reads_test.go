@@ -80,7 +80,7 @@ func TestReadsRunConcurrentlyWithABound(t *testing.T) {
 		t.Fatalf("results = %d", len(out.results))
 	}
 	for i := range out.results {
-		if st := judgeEntry(&out.results[i], nil, t0, 0).state; st != v1alpha1.StateHealthy {
+		if st := judgeEntry(&out.results[i], nil, false, t0, 0).state; st != v1alpha1.StateHealthy {
 			t.Fatalf("%s = %s", out.results[i].key, st)
 		}
 	}

@@ -29,7 +29,7 @@ func ReleaseChanged(old, cur *v1alpha1.Release) bool {
 
 // InventoryChanged reports whether a ReleaseInventory update adds a key (docs/design.md, "Events that add a key"):
 // only fields that the controller-manager owns count, so the observer's own writes
-// (state, message, firstUnhealthy, assessedRenderRef, decidedBy, rulesApplied; hook
+// (state, message, firstUnhealthy, assessedRenderRef, decidedBy, rulesApplied, diagnosis; hook
 // state, message, finishedAt) never wake the loop. An informer resync (same
 // resourceVersion) counts.
 func InventoryChanged(old, cur *v1alpha1.ReleaseInventory) bool {

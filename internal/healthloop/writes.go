@@ -22,8 +22,8 @@ import (
 )
 
 // writeInventoryHealth applies each recorded entry's keys, state, message,
-// firstUnhealthy, assessedRenderRef, decidedBy (when a rule decided) and rulesApplied
-// under the field manager convoy-health-inventory
+// firstUnhealthy, assessedRenderRef, decidedBy (when a rule decided), rulesApplied and
+// diagnosis (of a failing workload) under the field manager convoy-health-inventory
 // (docs/design.md, "The write protocol"). It sends only entries that the controller-manager records, so an
 // entry that it dropped is released and vanishes. An empty set writes nothing, unless
 // the observer still owns a dropped entry: then it applies the empty list to let go.
@@ -67,9 +67,12 @@ func (h *HealthController) writeInventoryHealth(ctx context.Context, a *assessme
 			e.WithDecidedBy(d)
 		}
 		e.WithRulesApplied(r.rulesApplied)
+		if r.diagnosis != "" {
+			e.WithDiagnosis(r.diagnosis)
+		}
 		list = append(list, e)
 		if !own.EntryOwnedBy(inventory.FieldManagerInventory, r.key) ||
-			r.entry.State != r.state || r.entry.Message != r.message ||
+			r.entry.State != r.state || r.entry.Message != r.message || r.entry.Diagnosis != r.diagnosis ||
 			r.entry.AssessedRenderRef != r.entry.RenderRef ||
 			!equalTime(r.entry.FirstUnhealthy, anchor) ||
 			!equalDecider(r.entry.DecidedBy, r.decidedBy) ||

@@ -96,6 +96,13 @@ type HealthEntry struct {
 	// they do not know).
 	// +nullable
 	RulesApplied *int `json:"rulesApplied"`
+	// Diagnosis is why a workload entry that is not Healthy fails, from its current
+	// Pods, as the observer recorded it (the inventory entry's diagnosis): the Pod and
+	// its scheduling failure, container waiting reason, last termination or failing
+	// readiness, in one line of at most 1024 characters; "" when there is none.
+	// A field added to HealthResult after its first version (clients ignore fields
+	// they do not know).
+	Diagnosis string `json:"diagnosis"`
 }
 
 // HealthHook is one lifecycle hook of a HealthResult: the fields of a

@@ -175,7 +175,7 @@ func schema_githubcom_kumodo_convoy_observer_health_Decider(ref common.Reference
 					},
 					"cause": {
 						SchemaProps: spec.SchemaProps{
-							Description: "Cause is RuleFailed, Failed or EvaluationError in a Result; Explain may make a RuleFailed DeadlinePassed.",
+							Description: "Cause is RuleFailed, Failed or EvaluationError in a Result; Explain may make a RuleFailed DeadlinePassed, FailFast may make it FailedFast.",
 							Default:     "",
 							Type:        []string{"string"},
 							Format:      "",
@@ -294,8 +294,16 @@ func schema_kumodo_convoy_observer_internal_syncapi_HealthEntry(ref common.Refer
 							Format:      "int32",
 						},
 					},
+					"diagnosis": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Diagnosis is why a workload entry that is not Healthy fails, from its current Pods, as the observer recorded it (the inventory entry's diagnosis): the Pod and its scheduling failure, container waiting reason, last termination or failing readiness, in one line of at most 1024 characters; \"\" when there is none. A field added to HealthResult after its first version (clients ignore fields they do not know).",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
 				},
-				Required: []string{"group", "version", "kind", "namespace", "name", "wave", "state", "message", "firstUnhealthy", "renderRef", "assessedRenderRef", "decidedBy", "rulesApplied"},
+				Required: []string{"group", "version", "kind", "namespace", "name", "wave", "state", "message", "firstUnhealthy", "renderRef", "assessedRenderRef", "decidedBy", "rulesApplied", "diagnosis"},
 			},
 		},
 		Dependencies: []string{

@@ -88,6 +88,7 @@ func healthEntry(e *v1alpha1.InventoryEntry, configured bool) syncapi.HealthEntr
 		Message:           e.Message,
 		RenderRef:         e.RenderRef,
 		AssessedRenderRef: e.AssessedRenderRef,
+		Diagnosis:         e.Diagnosis,
 		FirstUnhealthy:    timeOrNil(e.FirstUnhealthy),
 	}
 	switch {

@@ -96,7 +96,8 @@ func TestHealthFromInventory(t *testing.T) {
 	mustApply(t, invManager, name, []*acv1alpha1.InventoryEntryApplyConfiguration{
 		assessed("apps", "Deployment", "demo", "web", v1alpha1.StateProgressing, "r2", "1/3 available", at(t, "2026-01-02T03:04:05Z")).
 			WithRulesApplied(2).WithDecidedBy(acv1alpha1.EntryDecider().WithKind("GlobalHealthRuleSet").WithNamespace("").
-			WithName("convoy-defaults").WithRule(3).WithCause("RuleFailed")),
+			WithName("convoy-defaults").WithRule(3).WithCause("RuleFailed")).
+			WithDiagnosis("Pod demo/web-7b9c-x: container app waiting: CrashLoopBackOff, 4 restarts"),
 		assessed("", "Service", "demo", "web", v1alpha1.StateDegraded, "r2", "no endpoints", at(t, "2026-01-02T02:00:00Z")).
 			WithRulesApplied(1).WithDecidedBy(acv1alpha1.EntryDecider().WithKind("HealthRuleSet").WithNamespace("demo").
 			WithName("services").WithRule(0).WithCause("DeadlinePassed")),
@@ -128,7 +129,7 @@ func TestHealthFromInventory(t *testing.T) {
 	if got := entryIDs(h.Entries); !reflect.DeepEqual(got, wantIDs) {
 		t.Errorf("entries = %q, want %q\n%s", got, wantIDs, body)
 	}
-	wantKeys := []string{"assessedRenderRef", "decidedBy", "firstUnhealthy", "group", "kind", "message", "name", "namespace", "renderRef", "rulesApplied", "state", "version", "wave"}
+	wantKeys := []string{"assessedRenderRef", "decidedBy", "diagnosis", "firstUnhealthy", "group", "kind", "message", "name", "namespace", "renderRef", "rulesApplied", "state", "version", "wave"}
 	for _, e := range h.Entries {
 		if got := keysOf(e); !reflect.DeepEqual(got, wantKeys) {
 			t.Errorf("entry %v has fields %v, want %v", e["name"], got, wantKeys)
@@ -140,6 +141,7 @@ func TestHealthFromInventory(t *testing.T) {
 		"renderRef": "r2", "assessedRenderRef": "r2", // decidedBy and rulesApplied: as the observer recorded them
 		"decidedBy":    map[string]any{"kind": "GlobalHealthRuleSet", "namespace": "", "name": "convoy-defaults", "rule": 3.0, "cause": "RuleFailed"},
 		"rulesApplied": 2.0,
+		"diagnosis":    "Pod demo/web-7b9c-x: container app waiting: CrashLoopBackOff, 4 restarts",
 	}
 	if !reflect.DeepEqual(h.Entries[3], wantDeployment) {
 		t.Errorf("deployment entry = %v, want %v", h.Entries[3], wantDeployment)

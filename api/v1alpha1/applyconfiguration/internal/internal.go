@@ -87,6 +87,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: deadline
       type:
         namedType: io.k8s.apimachinery.pkg.apis.meta.v1.Duration
+    - name: failFast
+      type:
+        scalar: boolean
     - name: globalRuleSetSelector
       type:
         namedType: io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector
@@ -154,6 +157,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: decidedBy
       type:
         namedType: com.github.kumodo.convoy-observer.api.v1alpha1.EntryDecider
+    - name: diagnosis
+      type:
+        scalar: string
     - name: firstUnhealthy
       type:
         namedType: io.k8s.apimachinery.pkg.apis.meta.v1.Time

@@ -21,7 +21,9 @@ type EntryDeciderApplyConfiguration struct {
 	// cause is how the rule decided: RuleFailed (its ruleExpression returned false,
 	// Progressing), DeadlinePassed (it failed past spec.healthAssessment.deadline,
 	// Degraded), Failed (it failed and its failedExpression says the failure is terminal,
-	// Degraded at once) or EvaluationError (it could not be evaluated, Unknown).
+	// Degraded at once), FailedFast (it failed and the entry's diagnosis is terminal
+	// under spec.healthAssessment.failFast, Degraded at once) or EvaluationError (it
+	// could not be evaluated, Unknown).
 	Cause *string `json:"cause,omitempty"`
 }
 

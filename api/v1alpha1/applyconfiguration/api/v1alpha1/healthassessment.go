@@ -22,6 +22,13 @@ type HealthAssessmentApplyConfiguration struct {
 	// time, before it is Degraded rather than Progressing (for example "5m"). Absent: a
 	// failing object stays Progressing.
 	Deadline *metav1.Duration `json:"deadline,omitempty"`
+	// failFast, when true, makes a failing workload (a Deployment, StatefulSet,
+	// DaemonSet, ReplicaSet or Job) Degraded at once, with decidedBy.cause FailedFast,
+	// when its diagnosis is terminal: one of its current Pods cannot pull or name its
+	// image, cannot have its container configuration made, crash-loops after 3 restarts
+	// or more, or cannot be scheduled. Absent or false: states are exactly as the
+	// rules and the deadline give them; the diagnosis is recorded either way.
+	FailFast *bool `json:"failFast,omitempty"`
 }
 
 // HealthAssessmentApplyConfiguration constructs a declarative configuration of the HealthAssessment type for use with
@@ -51,5 +58,13 @@ func (b *HealthAssessmentApplyConfiguration) WithLocalRuleSetSelector(value *v1.
 // If called multiple times, the Deadline field is set to the value of the last call.
 func (b *HealthAssessmentApplyConfiguration) WithDeadline(value metav1.Duration) *HealthAssessmentApplyConfiguration {
 	b.Deadline = &value
+	return b
+}
+
+// WithFailFast sets the FailFast field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the FailFast field is set to the value of the last call.
+func (b *HealthAssessmentApplyConfiguration) WithFailFast(value bool) *HealthAssessmentApplyConfiguration {
+	b.FailFast = &value
 	return b
 }

@@ -54,6 +54,13 @@ type InventoryEntryApplyConfiguration struct {
 	// observer under the field manager convoy-health-inventory on every entry it
 	// assesses; absent before the first assessment by an observer that records it.
 	RulesApplied *int32 `json:"rulesApplied,omitempty"`
+	// diagnosis says in one line why a workload entry (a Deployment, StatefulSet,
+	// DaemonSet, ReplicaSet or Job) that is not Healthy fails, from its current Pods:
+	// the Pod, and its scheduling failure, its container's waiting reason, its last
+	// termination or its failing readiness; at most 1024 characters. Absent on Healthy
+	// entries, on other kinds and when no current Pod shows a cause. Written by the
+	// observer under the field manager convoy-health-inventory, like state and message.
+	Diagnosis *string `json:"diagnosis,omitempty"`
 }
 
 // InventoryEntryApplyConfiguration constructs a declarative configuration of the InventoryEntry type for use with
@@ -171,5 +178,13 @@ func (b *InventoryEntryApplyConfiguration) WithDecidedBy(value *EntryDeciderAppl
 // If called multiple times, the RulesApplied field is set to the value of the last call.
 func (b *InventoryEntryApplyConfiguration) WithRulesApplied(value int32) *InventoryEntryApplyConfiguration {
 	b.RulesApplied = &value
+	return b
+}
+
+// WithDiagnosis sets the Diagnosis field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Diagnosis field is set to the value of the last call.
+func (b *InventoryEntryApplyConfiguration) WithDiagnosis(value string) *InventoryEntryApplyConfiguration {
+	b.Diagnosis = &value
 	return b
 }

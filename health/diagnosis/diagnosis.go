@@ -1,0 +1,364 @@
+// Package diagnosis says, in one line, why a workload that is not Healthy fails: it
+// finds the workload's current Pods through owner references (a Deployment's newest
+// ReplicaSet, a StatefulSet's update revision, the Pods a DaemonSet, ReplicaSet or Job
+// controls) and names the first Pod with a cause — its scheduling failure, a container's
+// waiting reason and message, its last termination, or its failing readiness
+// (docs/design.md, "Diagnosis").
+//
+// The package is pure: it reads through a ListFunc that the caller gives (the health
+// loop lists from the target cluster as the Release's read identity; convoyctl health
+// eval filters the objects of its files), and holds no client and no clock.
+package diagnosis
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// MaxMessage is the length bound of a Diagnosis message, in characters (the
+// inventory's entries[].diagnosis).
+const MaxMessage = 1024
+
+// Pods and ReplicaSets are the resources a diagnosis lists.
+var (
+	Pods        = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+	ReplicaSets = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "replicasets"}
+)
+
+// ListFunc lists the objects of gvr (Pods or ReplicaSets) in namespace whose labels
+// match selector; it may return fewer than all of them (the loop reads one bounded
+// page). An error ends the diagnosis with that error.
+type ListFunc func(ctx context.Context, gvr schema.GroupVersionResource, namespace string, selector labels.Selector) ([]unstructured.Unstructured, error)
+
+// Diagnosis is why a workload fails, from its current Pods.
+type Diagnosis struct {
+	// Message is one line, at most MaxMessage characters, that names the Pod (or the
+	// ReplicaSet) and the cause; "" when no current Pod shows one.
+	Message string
+	// Terminal reports a cause that does not heal by waiting (Terminal's rule): with
+	// spec.healthAssessment.failFast the entry is Degraded at once.
+	Terminal bool
+}
+
+// Applies reports whether Diagnose reads anything for objects of group and kind:
+// apps Deployments, StatefulSets, DaemonSets, ReplicaSets and batch Jobs.
+func Applies(group, kind string) bool {
+	switch group {
+	case "apps":
+		return kind == "Deployment" || kind == "StatefulSet" || kind == "DaemonSet" || kind == "ReplicaSet"
+	case "batch":
+		return kind == "Job"
+	}
+	return false
+}
+
+// Diagnose finds the current Pods of workload (an object that Applies to) with list and
+// returns the first cause they show. A workload without a selector, or with one that
+// selects everything, is not diagnosed (it would list every Pod of its namespace): the
+// Diagnosis is empty. Only list's errors are returned.
+//
+// The current Pods are those whose controller owner reference is the workload, by UID
+// (by kind and name for objects without one): for a Deployment, its newest ReplicaSet
+// by the deployment.kubernetes.io/revision annotation and that ReplicaSet's Pods; for a
+// StatefulSet, those of status.updateRevision when it is set. They are taken by name; a Pod with a terminal cause comes before one with
+// another cause. When a Deployment's newest ReplicaSet has no Pod with a cause, its
+// ReplicaFailure condition (a Pod it cannot create: quota, admission) is the cause.
+func Diagnose(ctx context.Context, workload *unstructured.Unstructured, list ListFunc) (Diagnosis, error) {
+	gk := workload.GroupVersionKind().GroupKind()
+	if !Applies(gk.Group, gk.Kind) {
+		return Diagnosis{}, nil
+	}
+	sel, ok := selectorOf(workload)
+	if !ok {
+		return Diagnosis{}, nil
+	}
+	ns, ow := workload.GetNamespace(), ownerOf(workload, gk.Kind)
+	var newest *appsv1.ReplicaSet
+	revision := ""
+	switch gk.Kind {
+	case "Deployment":
+		rss, err := list(ctx, ReplicaSets, ns, sel)
+		if err != nil {
+			return Diagnosis{}, err
+		}
+		if newest = newestReplicaSet(rss, ow); newest == nil {
+			return Diagnosis{}, nil
+		}
+		ow = ownerOf(newest, "ReplicaSet")
+		if h := newest.Labels[appsv1.DefaultDeploymentUniqueLabelKey]; h != "" {
+			sel = withLabel(sel, appsv1.DefaultDeploymentUniqueLabelKey, h)
+		}
+	case "StatefulSet":
+		revision, _, _ = unstructured.NestedString(workload.Object, "status", "updateRevision")
+	}
+	objs, err := list(ctx, Pods, ns, sel)
+	if err != nil {
+		return Diagnosis{}, err
+	}
+	pods := ownedPods(objs, ow, revision)
+	d := FromPods(pods)
+	if d.Message == "" && newest != nil {
+		d = replicaFailure(newest)
+	}
+	if gk.Kind == "Job" && jobFailed(workload) {
+		d.Terminal = true // its Pods are final: the Job will not run another
+	}
+	return d, nil
+}
+
+// FromPods returns the first cause among pods (in the order given): the first Pod with
+// a terminal cause, else the first Pod with any cause; empty when none shows one.
+func FromPods(pods []*corev1.Pod) Diagnosis {
+	var first Diagnosis
+	for _, p := range pods {
+		d := podCause(p)
+		if d.Terminal {
+			return d
+		}
+		if first.Message == "" {
+			first = d
+		}
+	}
+	return first
+}
+
+// Terminal's rule, the library's policy for Pods (docs/rule-library.md): a container
+// waiting because its image cannot be pulled or named, or because its configuration
+// cannot be made, or crash-looping after 3 restarts or more; a Pod that the scheduler
+// marked Unschedulable; a Job that failed (Failed=True or FailureTarget=True). A Pod in
+// phase Failed is not terminal by itself: its controller replaces it (a Job retries up
+// to its backoffLimit and then says Failed itself).
+var terminalWaiting = map[string]bool{
+	"ImagePullBackOff": true, "ErrImagePull": true, "InvalidImageName": true,
+	"ErrImageNeverPull": true, "CreateContainerConfigError": true,
+}
+
+// crashLoopRestarts is the restart count from which CrashLoopBackOff is terminal.
+const crashLoopRestarts = 3
+
+// podCause is the first cause that p shows, in this order: a failed phase, a
+// scheduling failure, a container (init containers first) waiting for a reason other
+// than starting, a container terminated with a failure, a container that restarted
+// after a failure, a running container that is not ready.
+func podCause(p *corev1.Pod) Diagnosis {
+	name := "Pod " + p.Namespace + "/" + p.Name + ": "
+	say := func(terminal bool, format string, args ...any) Diagnosis {
+		return Diagnosis{Message: oneLine(name + fmt.Sprintf(format, args...)), Terminal: terminal}
+	}
+	if p.Status.Phase == corev1.PodFailed {
+		if p.Status.Reason == "" {
+			for _, c := range p.Status.ContainerStatuses {
+				if t := c.State.Terminated; t != nil && t.ExitCode != 0 {
+					return say(false, "failed: container %s terminated%s (exit code %d)", c.Name, reasonAndMessage(t.Reason, t.Message), t.ExitCode)
+				}
+			}
+		}
+		return say(false, "failed%s", reasonAndMessage(p.Status.Reason, p.Status.Message))
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+			return say(c.Reason == corev1.PodReasonUnschedulable, "not scheduled%s", reasonAndMessage(c.Reason, c.Message))
+		}
+	}
+	statuses := make([]corev1.ContainerStatus, 0, len(p.Status.InitContainerStatuses)+len(p.Status.ContainerStatuses))
+	statuses = append(append(statuses, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...)
+	for _, c := range statuses {
+		if w := c.State.Waiting; w != nil && w.Reason != "" && w.Reason != "ContainerCreating" && w.Reason != "PodInitializing" {
+			terminal := terminalWaiting[w.Reason] || (w.Reason == "CrashLoopBackOff" && c.RestartCount >= crashLoopRestarts)
+			return say(terminal, "container %s waiting%s%s%s", c.Name, reasonAndMessage(w.Reason, w.Message), restarts(c), lastTermination(c))
+		}
+	}
+	for _, c := range statuses {
+		if t := c.State.Terminated; t != nil && t.ExitCode != 0 {
+			return say(false, "container %s terminated%s (exit code %d)%s", c.Name, reasonAndMessage(t.Reason, t.Message), t.ExitCode, restarts(c))
+		}
+	}
+	for _, c := range statuses {
+		if t := c.LastTerminationState.Terminated; t != nil && c.RestartCount > 0 && !c.Ready && (t.ExitCode != 0 || t.Reason == "OOMKilled") {
+			return say(false, "container %s%s%s", c.Name, restarts(c), lastTermination(c))
+		}
+	}
+	for _, c := range p.Status.ContainerStatuses {
+		if c.State.Running != nil && !c.Ready {
+			msg := ""
+			for _, cond := range p.Status.Conditions {
+				if cond.Type == corev1.PodReady && cond.Status != corev1.ConditionTrue {
+					msg = reasonAndMessage(cond.Reason, cond.Message)
+				}
+			}
+			return say(false, "container %s is running but not ready%s%s", c.Name, msg, restarts(c))
+		}
+	}
+	return Diagnosis{}
+}
+
+// jobFailed reports whether the Job has the condition Failed=True (its backoffLimit or
+// activeDeadlineSeconds was reached) or FailureTarget=True (it is being terminated for
+// it).
+func jobFailed(job *unstructured.Unstructured) bool {
+	conds, _, _ := unstructured.NestedSlice(job.Object, "status", "conditions")
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		if (m["type"] == "Failed" || m["type"] == "FailureTarget") && m["status"] == "True" {
+			return true
+		}
+	}
+	return false
+}
+
+// replicaFailure is the cause of a ReplicaSet that cannot create its Pods.
+func replicaFailure(rs *appsv1.ReplicaSet) Diagnosis {
+	for _, c := range rs.Status.Conditions {
+		if c.Type == appsv1.ReplicaSetReplicaFailure && c.Status == corev1.ConditionTrue {
+			return Diagnosis{Message: oneLine("ReplicaSet " + rs.Namespace + "/" + rs.Name + ": cannot create Pods" + reasonAndMessage(c.Reason, c.Message))}
+		}
+	}
+	return Diagnosis{}
+}
+
+// reasonAndMessage is ": reason: message", leaving out what is empty.
+func reasonAndMessage(reason, message string) string {
+	s := ""
+	if reason != "" {
+		s += ": " + reason
+	}
+	if message != "" {
+		s += ": " + message
+	}
+	return s
+}
+
+// restarts is ", N restarts" for a container that restarted.
+func restarts(c corev1.ContainerStatus) string {
+	if c.RestartCount == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", %d restarts", c.RestartCount)
+}
+
+// lastTermination is "; last terminated: Reason (exit code N)" when the container's
+// last run ended.
+func lastTermination(c corev1.ContainerStatus) string {
+	t := c.LastTerminationState.Terminated
+	if t == nil {
+		return ""
+	}
+	reason := t.Reason
+	if reason == "" {
+		reason = "terminated"
+	}
+	return fmt.Sprintf("; last terminated: %s (exit code %d)", reason, t.ExitCode)
+}
+
+// oneLine joins s's lines with spaces and cuts it to MaxMessage characters.
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > MaxMessage {
+		s = string(r[:MaxMessage-1]) + "…"
+	}
+	return s
+}
+
+// selectorOf is the workload's spec.selector as a label selector; false when it has
+// none, it does not parse, or it selects everything.
+func selectorOf(w *unstructured.Unstructured) (labels.Selector, bool) {
+	m, found, err := unstructured.NestedMap(w.Object, "spec", "selector")
+	if err != nil || !found {
+		return nil, false
+	}
+	var ls metav1.LabelSelector
+	if runtime.DefaultUnstructuredConverter.FromUnstructured(m, &ls) != nil {
+		return nil, false
+	}
+	sel, err := metav1.LabelSelectorAsSelector(&ls)
+	if err != nil || sel.Empty() {
+		return nil, false
+	}
+	return sel, true
+}
+
+// withLabel adds the requirement key=value to sel.
+func withLabel(sel labels.Selector, key, value string) labels.Selector {
+	r, err := labels.NewRequirement(key, selection.Equals, []string{value})
+	if err != nil {
+		return sel
+	}
+	return sel.Add(*r)
+}
+
+// owner names a controller: by UID, or by kind and name when the object has no UID (an
+// object of a file given to convoyctl health eval).
+type owner struct {
+	uid        types.UID
+	kind, name string
+}
+
+func ownerOf(o metav1.Object, kind string) owner {
+	return owner{uid: o.GetUID(), kind: kind, name: o.GetName()}
+}
+
+// controlledBy reports whether o's controller owner reference names ow.
+func controlledBy(o metav1.Object, ow owner) bool {
+	ref := metav1.GetControllerOfNoCopy(o)
+	switch {
+	case ref == nil:
+		return false
+	case ow.uid != "":
+		return ref.UID == ow.uid
+	default:
+		return ref.UID == "" && ref.Kind == ow.kind && ref.Name == ow.name && ow.name != ""
+	}
+}
+
+// newestReplicaSet is the ReplicaSet of objs that owner controls with the highest
+// deployment.kubernetes.io/revision (by name on a tie); nil when owner controls none.
+func newestReplicaSet(objs []unstructured.Unstructured, ow owner) *appsv1.ReplicaSet {
+	var newest *appsv1.ReplicaSet
+	var newestRev int64 = -1
+	for i := range objs {
+		var rs appsv1.ReplicaSet
+		if runtime.DefaultUnstructuredConverter.FromUnstructured(objs[i].Object, &rs) != nil || !controlledBy(&rs, ow) {
+			continue
+		}
+		rev, err := strconv.ParseInt(rs.Annotations["deployment.kubernetes.io/revision"], 10, 64)
+		if err != nil {
+			rev = 0
+		}
+		if rev > newestRev || (rev == newestRev && rs.Name > newest.Name) {
+			newest, newestRev = &rs, rev
+		}
+	}
+	return newest
+}
+
+// ownedPods are the Pods of objs that owner controls (of revision, when it is not ""),
+// sorted by name; objects that are not Pods are left out.
+func ownedPods(objs []unstructured.Unstructured, ow owner, revision string) []*corev1.Pod {
+	var out []*corev1.Pod
+	for i := range objs {
+		p := &corev1.Pod{}
+		if runtime.DefaultUnstructuredConverter.FromUnstructured(objs[i].Object, p) != nil || !controlledBy(p, ow) {
+			continue
+		}
+		if revision != "" && p.Labels[appsv1.ControllerRevisionHashLabelKey] != revision {
+			continue
+		}
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b *corev1.Pod) int { return cmp.Compare(a.Name, b.Name) })
+	return out
+}
