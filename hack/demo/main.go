@@ -240,7 +240,7 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 
 // report prints how the scenario went.
 func report(logf func(string, ...any), s *scenario, start time.Time) {
-	logf("PASS in %s: everything Healthy after r1 (hook Succeeded), then the bad Deployment Progressing and Degraded at r2", since(start))
+	logf("PASS in %s: everything Healthy after r1 (hook Succeeded), then the bad Deployment Progressing and Degraded at r2, then, after a rollback (r3), Degraded at once by failFast at r4 (crash loop)", since(start))
 	for _, r := range s.results {
 		logf("  %-16s %6s  %d sync request(s)", r.Name, r.Duration.Round(100*time.Millisecond), r.Syncs)
 	}

@@ -49,7 +49,8 @@ type stepResult struct {
 
 // scenario is the demo: a good render r1 rolled out in two waves with a hook between
 // them until everything is Healthy, then a bad render r2 whose Deployment goes
-// Progressing and then Degraded.
+// Progressing and then Degraded, then r3 (r2 rolled back) and r4 whose Pods
+// crash-loop, Degraded at once with failFast.
 type scenario struct {
 	d    *driver
 	m    *monitor
@@ -145,6 +146,53 @@ func (s *scenario) run(ctx context.Context) error {
 	}
 	s.disp.Event("%s: Deployment %s/%s Degraded after the deadline of %s: the Release is not Healthy", bad.Ref, demoNamespace, deployName, healthDeadline)
 	// A pipeline waiting for r2 fails at once, naming the Degraded Deployment.
+	if err := s.releaseWait(ctx, waitDegraded); err != nil {
+		return err
+	}
+	return s.failFast(ctx)
+}
+
+// failFast plays r3, the rollback of r2 to r1's objects, then r4: the user turns
+// spec.healthAssessment.failFast on, and the new image of the Deployment crash-loops. The observer reads the failing Deployment's current
+// Pods, names the crashing one, and the Deployment is Degraded at once (cause
+// FailedFast), well before the deadline.
+func (s *scenario) failFast(ctx context.Context) error {
+	// First the fix of r2 (r1's objects again, no hook): everything Healthy, so that the
+	// Deployment's failure at r4 starts a fresh anchor, far from the deadline.
+	fix := &render{Ref: "r3", Objects: objects("1", nil, nil)}
+	if err := s.rollout(ctx, fix); err != nil {
+		return err
+	}
+	for w := int32(0); w <= fix.lastWave(); w++ {
+		if err := s.wave(ctx, fix, w, true, s.waveHealthy(fix, w, w == fix.lastWave())); err != nil {
+			return err
+		}
+	}
+	s.disp.Event("%s: r2 rolled back, every object Healthy again", fix.Ref)
+	if err := setFailFast(ctx, s.d.c); err != nil {
+		return err
+	}
+	s.disp.Event("Release %s/%s: spec.healthAssessment.failFast=true (a workload whose Pods fail for good is Degraded at once)", demoNamespace, releaseName)
+	sim, stop := context.WithCancel(ctx)
+	defer stop()
+	go crashLoop(sim, s.d.c)
+	crash := crashRender("r4")
+	crash.expect = fmt.Sprintf("its new Pods crash-loop (the demo plays their kubelet); waiting for Deployment %s/%s to be Degraded at once by failFast, before the deadline of %s",
+		demoNamespace, deployName, healthDeadline)
+	if err := s.rollout(ctx, crash); err != nil {
+		return err
+	}
+	if err := s.wave(ctx, crash, 0, true, s.waveHealthy(crash, 0, false)); err != nil {
+		return err
+	}
+	if err := s.wave(ctx, crash, 1, false, s.deploymentFailedFast(crash)); err != nil {
+		return err
+	}
+	last := s.results[len(s.results)-1]
+	if e := s.last.entry("Deployment", demoNamespace, deployName); e != nil {
+		s.disp.Event("%s: Deployment %s/%s Degraded %s after its wave was applied (cause FailedFast, deadline %s): %s",
+			crash.Ref, demoNamespace, deployName, last.Duration.Round(100*time.Millisecond), healthDeadline, e.Diagnosis)
+	}
 	return s.releaseWait(ctx, waitDegraded)
 }
 
@@ -173,7 +221,10 @@ func (s *scenario) wave(ctx context.Context, r *render, w int32, needSync bool, 
 		names = append(names, o.Kind+" "+objectName(o.Namespace, o.Name))
 	}
 	what := "waiting for them to be Healthy and for a sync request"
-	if !needSync {
+	switch {
+	case !needSync && r.expect != "":
+		what = r.expect
+	case !needSync:
 		what = fmt.Sprintf("waiting for Deployment %s/%s to go Progressing, then Degraded after %s", demoNamespace, deployName, healthDeadline)
 	}
 	s.disp.Event("%s wave %d: applied %s; recorded them in ReleaseInventory %s/%s; %s",

@@ -114,6 +114,17 @@ func formatSnapshot(snap *snapshot) string {
 		fmt.Fprintln(tw, "-\t(no entries)\t\t\t\t\t")
 	}
 	_ = tw.Flush()
+	header := false
+	for _, e := range h.Entries {
+		if e.Diagnosis == "" {
+			continue
+		}
+		if !header {
+			b.WriteString("\nDIAGNOSIS\n")
+			header = true
+		}
+		fmt.Fprintf(&b, "%s %s: %s\n", e.Kind, objectName(e.Namespace, e.Name), oneLine(e.Diagnosis))
+	}
 
 	if len(h.Hooks) > 0 {
 		b.WriteString("\n")

@@ -52,6 +52,9 @@ type render struct {
 	Ref     string
 	Objects []object
 	Hooks   []hookSpec
+	// expect says what the last wave waits for when it is not Healthy ("": the
+	// deadline's Degraded of r2).
+	expect string
 }
 
 // wave returns the objects of wave w.
@@ -78,7 +81,7 @@ func (r *render) lastWave() int32 {
 // a StatefulSet using it, then the hook db-migrate (a Job), then wave 1: a Deployment of
 // three replicas and a DaemonSet.
 func goodRender(ref string) *render {
-	return &render{Ref: ref, Objects: objects("1", nil), Hooks: []hookSpec{{
+	return &render{Ref: ref, Objects: objects("1", nil, nil), Hooks: []hookSpec{{
 		Name: hookName, AfterWave: 0, Timeout: 2 * time.Minute,
 		Job: batchv1ac.Job(hookJobName, demoNamespace).
 			WithLabels(labels(hookJobName)).
@@ -93,12 +96,12 @@ func goodRender(ref string) *render {
 // labelled convoy.kumodo.io/pool=gpu-xl, which no node has. Its new Pods stay Pending,
 // so its rollout never completes; the old Pods keep serving.
 func badRender(ref string) *render {
-	return &render{Ref: ref, Objects: objects("2", badNodeSelector)}
+	return &render{Ref: ref, Objects: objects("2", badNodeSelector, nil)}
 }
 
-// objects returns the five objects of a render; webVersion and webNodeSelector shape
-// the Deployment's Pods.
-func objects(webVersion string, webNodeSelector map[string]string) []object {
+// objects returns the five objects of a render; webVersion, webNodeSelector and
+// webPodLabels (added to the template's labels) shape the Deployment's Pods.
+func objects(webVersion string, webNodeSelector, webPodLabels map[string]string) []object {
 	storage := resource.MustParse("1Gi")
 	pv := corev1ac.PersistentVolume(pvName).
 		WithLabels(labels(pvName)).
@@ -130,12 +133,16 @@ func objects(webVersion string, webNodeSelector map[string]string) []object {
 	if len(webNodeSelector) > 0 {
 		webSpec.WithNodeSelector(webNodeSelector)
 	}
+	webTemplate := podTemplate(deployName, webSpec)
+	if len(webPodLabels) > 0 {
+		webTemplate.WithLabels(webPodLabels)
+	}
 	web := appsv1ac.Deployment(deployName, demoNamespace).
 		WithLabels(labels(deployName)).
 		WithSpec(appsv1ac.DeploymentSpec().
 			WithReplicas(3).
 			WithSelector(selector(deployName)).
-			WithTemplate(podTemplate(deployName, webSpec)))
+			WithTemplate(webTemplate))
 	agent := appsv1ac.DaemonSet(dsName, demoNamespace).
 		WithLabels(labels(dsName)).
 		WithSpec(appsv1ac.DaemonSetSpec().

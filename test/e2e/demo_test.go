@@ -27,7 +27,9 @@ const (
 // TestDemoOnce runs `demo --once` (make demo ARGS=--once) and checks that it reached
 // every expected state — every object Healthy after the good render, the hook
 // Succeeded, a sync request for each wave and the hook, the bad Deployment Progressing
-// then Degraded, convoyctl release wait exiting 0 then 3, the Release's Events — and
+// then Degraded with the diagnosis of its unschedulable Pod, after a rollback the
+// crash-looping one Degraded at once by failFast, convoyctl release wait exiting 0 then
+// 3, the Release's Events — and
 // that no process nor state outlives it.
 func TestDemoOnce(t *testing.T) {
 	env := setup(t)
@@ -56,6 +58,13 @@ func TestDemoOnce(t *testing.T) {
 		regexp.MustCompile(`Normal +HookSucceeded +\S+ +convoy-observer +hook db-migrate \(Job demo/db-migrate\) succeeded`),
 		regexp.MustCompile(`Normal +Healthy +\S+ +convoy-observer +5/5 healthy`),
 		regexp.MustCompile(`Warning +Degraded +\S+ +convoy-observer +4/5 healthy; 1 Degraded: Deployment demo/web`),
+		// The diagnosis names the Pod the scheduler refused, and at r4 the crash-looping
+		// one, Degraded at once with failFast.
+		regexp.MustCompile(`Deployment demo/web: Pod demo/web-\S+: not scheduled: Unschedulable: 0/2 nodes are available`),
+		regexp.MustCompile(`r4 wave 1 +\S+ +[1-9]\d* sync request`),
+		regexp.MustCompile(`Deployment demo/web: Pod demo/web-\S+: container web waiting: CrashLoopBackOff`),
+		regexp.MustCompile(`Deployment demo/web: rule 0 of GlobalHealthRuleSet/convoy-defaults \(FailedFast\)`),
+		regexp.MustCompile(`Warning +Degraded +\S+ +convoy-observer +4/5 healthy; 1 Degraded: Deployment demo/web: .* — Pod demo/web-\S+: container web waiting: CrashLoopBackOff`),
 	} {
 		if !want.MatchString(out) {
 			t.Errorf("the output lacks %q", want)
