@@ -67,7 +67,8 @@ func Applies(group, kind string) bool {
 }
 
 // Diagnose finds the current Pods of workload (an object that Applies to) with list and
-// returns the first cause they show. A workload without a selector, or with one that
+// returns the first cause they show. A Job suspended or a Deployment paused on purpose
+// says so, and nothing is listed. A workload without a selector, or with one that
 // selects everything, is not diagnosed (it would list every Pod of its namespace): the
 // Diagnosis is empty. Only list's errors are returned.
 //
@@ -81,6 +82,9 @@ func Diagnose(ctx context.Context, workload *unstructured.Unstructured, list Lis
 	gk := workload.GroupVersionKind().GroupKind()
 	if !Applies(gk.Group, gk.Kind) {
 		return Diagnosis{}, nil
+	}
+	if d := held(workload, gk.Kind); d.Message != "" {
+		return d, nil
 	}
 	sel, ok := selectorOf(workload)
 	if !ok {
@@ -201,6 +205,24 @@ func podCause(p *corev1.Pod) Diagnosis {
 				}
 			}
 			return say(false, "container %s is running but not ready%s%s", c.Name, msg, restarts(c))
+		}
+	}
+	return Diagnosis{}
+}
+
+// held is the diagnosis of a workload that its owner stopped on purpose, which no Pod
+// explains: a Job with spec.suspend (it starts no Pod until resumed) or a Deployment
+// with spec.paused (its rollout does not move). Neither is terminal.
+func held(w *unstructured.Unstructured, kind string) Diagnosis {
+	name := kind + " " + w.GetNamespace() + "/" + w.GetName()
+	switch kind {
+	case "Job":
+		if suspended, _, _ := unstructured.NestedBool(w.Object, "spec", "suspend"); suspended {
+			return Diagnosis{Message: oneLine(name + " is suspended (spec.suspend: true): it runs no Pod until it is resumed")}
+		}
+	case "Deployment":
+		if paused, _, _ := unstructured.NestedBool(w.Object, "spec", "paused"); paused {
+			return Diagnosis{Message: oneLine(name + " is paused (spec.paused: true): its rollout does not progress until it is resumed")}
 		}
 	}
 	return Diagnosis{}

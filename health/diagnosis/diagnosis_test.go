@@ -229,6 +229,20 @@ status:
 		t.Errorf("failed Job: got %q %v, want %q terminal", d.Message, d.Terminal, want)
 	}
 
+	// Held on purpose: said, nothing listed, not terminal.
+	for _, c := range []struct{ y, want string }{
+		{"apiVersion: batch/v1\nkind: Job\nmetadata: {name: nightly, namespace: demo}\nspec: {suspend: true, selector: {matchLabels: {a: b}}}\n",
+			"Job demo/nightly is suspended (spec.suspend: true): it runs no Pod until it is resumed"},
+		{"apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, namespace: demo}\nspec: {paused: true, selector: {matchLabels: {a: b}}}\n",
+			"Deployment demo/web is paused (spec.paused: true): its rollout does not progress until it is resumed"},
+	} {
+		calls = nil
+		w := obj(t, c.y)
+		if d, err := Diagnose(context.Background(), &w, lister(nil, &calls)); d.Message != c.want || d.Terminal || err != nil || len(calls) != 0 {
+			t.Errorf("got %+v %v after reads %v, want %q and nothing read", d, err, calls, c.want)
+		}
+	}
+
 	// No selector, or one that selects everything: nothing is listed.
 	for _, y := range []string{
 		"apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: a, namespace: demo}\nspec: {}\n",
