@@ -22,6 +22,7 @@ import (
 	"github.com/kumodo/convoy-observer/health"
 	"github.com/kumodo/convoy-observer/health/diagnosis"
 	"github.com/kumodo/convoy-observer/health/manifest"
+	"github.com/kumodo/convoy-observer/internal/clustercache"
 )
 
 // evalOptions are the flags of health eval.
@@ -35,6 +36,8 @@ type evalOptions struct {
 	kubeconfig     string
 	guess          bool
 	failFast       bool
+	// release, context and serviceAccount are --release and its connection.
+	release, context, serviceAccount string
 }
 
 // evalLine is one line of output. The field order is fixed (docs/design.md, "Command line").
@@ -65,7 +68,7 @@ type evalLine struct {
 func newHealthEvalCommand(env *cliEnv) *cobra.Command {
 	o := &evalOptions{}
 	cmd := &cobra.Command{
-		Use:   "eval --rules FILE [--rules FILE…] --object FILE [--object FILE…] [--deadline D] [--fail-fast] [--first-unhealthy T] [--now T] [--resource KIND=plural…] [--kubeconfig F] [--guess-resources]",
+		Use:   "eval --rules FILE [--rules FILE…] --object FILE [--object FILE…] [--deadline D] [--fail-fast] [--first-unhealthy T] [--now T] [--resource KIND=plural…] [--kubeconfig F] [--guess-resources] | eval --release NAMESPACE/NAME [--rules FILE…] [--kubeconfig F] [--context C]",
 		Short: "Evaluate health rule sets against objects read from files",
 		Long: `Evaluate health rule sets against objects, exactly as the health loop does, and print
 one JSON object per line: {"apiVersion","kind","namespace","name","state","message"}, plus
@@ -98,6 +101,17 @@ KIND=plural (or KIND.GROUP=plural; repeatable), then from the cluster's discover
 knows is an error (exit 2); with --guess-resources its resource is guessed from the kind
 instead, reported on stderr and as "resourceGuessed" in its line.
 
+With --release NAMESPACE/NAME it is a dry run against a live Release: it reads the Release,
+its ReleaseInventory and the rule sets the Release selects from the cluster of --kubeconfig
+(and --context), adds every set of the --rules files (candidates; --rules is optional here),
+reads each recorded entry's object live from the Release's Cluster as the observer reaches
+it (the Cluster's kubeconfig Secret, or this cluster; as the Cluster's read identity, so the
+caller needs to read that Secret and to impersonate that ServiceAccount), and prints one
+line per entry, in the inventory's order: the line above for the state the rules give now
+(with the entry's firstUnhealthy, the Release's deadline and failFast), then "recorded":
+{"state","message","decidedBy","diagnosis"} as the observer last wrote them. It writes
+nothing. Exit 1 also when the Release, its inventory or its Cluster cannot be read.
+
 SIGINT or SIGTERM stops the evaluation at once, even inside a rule: the lines printed
 are the objects evaluated before, and a message on stderr says how many of them.
 
@@ -118,14 +132,24 @@ does not compile, 2 on a usage error or unreadable input, 130 when interrupted.`
 	f.StringArrayVar(&o.resources, "resource", nil, "KIND=plural or KIND.GROUP=plural: the resource of a kind (repeatable)")
 	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of a cluster whose discovery maps kinds to resources")
 	f.BoolVar(&o.guess, "guess-resources", false, "guess the resource of a kind that nothing names, and report the guess")
-	_ = cmd.MarkFlagRequired("rules")
-	_ = cmd.MarkFlagRequired("object")
+	f.StringVar(&o.release, "release", "", "NAMESPACE/NAME: evaluate the Release's recorded objects, read live, with the rule sets it selects and the --rules files (read-only)")
+	f.StringVar(&o.context, "context", "", "with --release: the kubeconfig context of the management cluster")
+	f.StringVar(&o.serviceAccount, "default-service-account", clustercache.DefaultServiceAccount,
+		"with --release: the observer's --default-service-account, the read identity of a Cluster that names none")
 	return cmd
 }
 
 // run reads every input first (exit 2 on any problem), then compiles the rules (exit 1),
 // then evaluates and prints each object in file order.
 func (o *evalOptions) run(ctx context.Context, env *cliEnv) error {
+	switch {
+	case o.release != "" && (len(o.objects) > 0 || o.deadline != "" || o.firstUnhealthy != "" || o.failFast || len(o.resources) > 0 || o.guess):
+		return usageError(errors.New("--release reads the objects, deadline, failFast and firstUnhealthy of the Release: --object, --deadline, --first-unhealthy, --fail-fast, --resource and --guess-resources do not apply"))
+	case o.release == "" && (len(o.rules) == 0 || len(o.objects) == 0):
+		return usageError(errors.New("give --rules and --object (or --release NAMESPACE/NAME)"))
+	case o.release == "" && (o.context != "" || o.serviceAccount != clustercache.DefaultServiceAccount):
+		return usageError(errors.New("--context and --default-service-account apply to --release only"))
+	}
 	deadline, err := parseDeadline(o.deadline)
 	if err != nil {
 		return usageError(fmt.Errorf("invalid --deadline %w", err))
@@ -149,6 +173,9 @@ func (o *evalOptions) run(ctx context.Context, env *cliEnv) error {
 			return inputError(err)
 		}
 		global, local = append(global, g...), append(local, l...)
+	}
+	if o.release != "" {
+		return o.runRelease(ctx, env, now, global, local)
 	}
 	var objects []unstructured.Unstructured
 	for _, path := range o.objects {

@@ -195,8 +195,8 @@ spec:
 		{"rule too large to compile", eval("--rules", tooLarge, "--object", obj), 1,
 			`HealthRuleSet/tenant/large rule 0: ruleExpression "object.a==1&&object.a==1&&object.a==1&&object.a==1&&object.a==1&&object.a==1&&object.a==1&&object.a…": ` +
 				"the expression has 6299 nodes, more than the limit of 1000 nodes per expression (type-checking costs grow with the square of the size): split it into several rules"},
-		{"missing --rules", eval("--object", obj), 2, `required flag(s) "rules" not set`},
-		{"missing --object", eval("--rules", defaultsFile), 2, `required flag(s) "object" not set`},
+		{"missing --rules", eval("--object", obj), 2, `give --rules and --object (or --release NAMESPACE/NAME)`},
+		{"missing --object", eval("--rules", defaultsFile), 2, `give --rules and --object (or --release NAMESPACE/NAME)`},
 		{"unknown flag", eval("--rules", defaultsFile, "--object", obj, "--colour"), 2, "unknown flag: --colour"},
 		{"positional argument", eval("--rules", defaultsFile, "--object", obj, "extra"), 2, `unknown command "extra"`},
 		{"unknown subcommand", []string{"health", "evaluate"}, 2, `unknown command "evaluate" for "convoyctl health"`},

@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -69,8 +70,8 @@ func Applies(group, kind string) bool {
 // Diagnose finds the current Pods of workload (an object that Applies to) with list and
 // returns the first cause they show. A Job suspended or a Deployment paused on purpose
 // says so, and nothing is listed. A workload without a selector, or with one that
-// selects everything, is not diagnosed (it would list every Pod of its namespace): the
-// Diagnosis is empty. Only list's errors are returned.
+// requires no label (empty, or only NotIn, != and DoesNotExist), is not diagnosed (it
+// would list every Pod of its namespace): the Diagnosis is empty. Only list's errors are returned.
 //
 // The current Pods are those whose controller owner reference is the workload, by UID
 // (by kind and name for objects without one): for a Deployment, its newest ReplicaSet
@@ -118,8 +119,13 @@ func Diagnose(ctx context.Context, workload *unstructured.Unstructured, list Lis
 	if d.Message == "" && newest != nil {
 		d = replicaFailure(newest)
 	}
-	if gk.Kind == "Job" && jobFailed(workload) {
-		d.Terminal = true // its Pods are final: the Job will not run another
+	if gk.Kind == "Job" {
+		if failed := jobFailed(workload); failed != "" {
+			if d.Message == "" {
+				d.Message = Line("Job " + ns + "/" + workload.GetName() + " failed" + failed)
+			}
+			d.Terminal = true // its Pods are final: the Job will not run another
+		}
 	}
 	return d, nil
 }
@@ -129,6 +135,9 @@ func Diagnose(ctx context.Context, workload *unstructured.Unstructured, list Lis
 func FromPods(pods []*corev1.Pod) Diagnosis {
 	var first Diagnosis
 	for _, p := range pods {
+		if p == nil {
+			continue
+		}
 		d := podCause(p)
 		if d.Terminal {
 			return d
@@ -161,7 +170,7 @@ const crashLoopRestarts = 3
 func podCause(p *corev1.Pod) Diagnosis {
 	name := "Pod " + p.Namespace + "/" + p.Name + ": "
 	say := func(terminal bool, format string, args ...any) Diagnosis {
-		return Diagnosis{Message: oneLine(name + fmt.Sprintf(format, args...)), Terminal: terminal}
+		return Diagnosis{Message: Line(name + fmt.Sprintf(format, args...)), Terminal: terminal}
 	}
 	if p.Status.Phase == corev1.PodFailed {
 		if p.Status.Reason == "" {
@@ -218,35 +227,42 @@ func held(w *unstructured.Unstructured, kind string) Diagnosis {
 	switch kind {
 	case "Job":
 		if suspended, _, _ := unstructured.NestedBool(w.Object, "spec", "suspend"); suspended {
-			return Diagnosis{Message: oneLine(name + " is suspended (spec.suspend: true): it runs no Pod until it is resumed")}
+			return Diagnosis{Message: Line(name + " is suspended (spec.suspend: true): it runs no Pod until it is resumed")}
 		}
 	case "Deployment":
 		if paused, _, _ := unstructured.NestedBool(w.Object, "spec", "paused"); paused {
-			return Diagnosis{Message: oneLine(name + " is paused (spec.paused: true): its rollout does not progress until it is resumed")}
+			return Diagnosis{Message: Line(name + " is paused (spec.paused: true): its rollout does not progress until it is resumed")}
 		}
 	}
 	return Diagnosis{}
 }
 
-// jobFailed reports whether the Job has the condition Failed=True (its backoffLimit or
+// jobFailed tells whether the Job has the condition Failed=True (its backoffLimit or
 // activeDeadlineSeconds was reached) or FailureTarget=True (it is being terminated for
 // it).
-func jobFailed(job *unstructured.Unstructured) bool {
+// It returns ": reason: message" of that condition (at least ":"), "" when it has
+// neither.
+func jobFailed(job *unstructured.Unstructured) string {
 	conds, _, _ := unstructured.NestedSlice(job.Object, "status", "conditions")
 	for _, c := range conds {
 		m, _ := c.(map[string]any)
 		if (m["type"] == "Failed" || m["type"] == "FailureTarget") && m["status"] == "True" {
-			return true
+			reason, _ := m["reason"].(string)
+			message, _ := m["message"].(string)
+			if s := reasonAndMessage(reason, message); s != "" {
+				return s
+			}
+			return ":"
 		}
 	}
-	return false
+	return ""
 }
 
 // replicaFailure is the cause of a ReplicaSet that cannot create its Pods.
 func replicaFailure(rs *appsv1.ReplicaSet) Diagnosis {
 	for _, c := range rs.Status.Conditions {
 		if c.Type == appsv1.ReplicaSetReplicaFailure && c.Status == corev1.ConditionTrue {
-			return Diagnosis{Message: oneLine("ReplicaSet " + rs.Namespace + "/" + rs.Name + ": cannot create Pods" + reasonAndMessage(c.Reason, c.Message))}
+			return Diagnosis{Message: Line("ReplicaSet " + rs.Namespace + "/" + rs.Name + ": cannot create Pods" + reasonAndMessage(c.Reason, c.Message))}
 		}
 	}
 	return Diagnosis{}
@@ -286,8 +302,17 @@ func lastTermination(c corev1.ContainerStatus) string {
 	return fmt.Sprintf("; last terminated: %s (exit code %d)", reason, t.ExitCode)
 }
 
-// oneLine joins s's lines with spaces and cuts it to MaxMessage characters.
-func oneLine(s string) string {
+// Line makes s a diagnosis line: every control character (C0, DEL, C1) and Unicode
+// bidirectional formatting character becomes a space (a Pod's message is a tenant's
+// text, and kubectl prints it raw), runs of white space become one space, and it is cut
+// to MaxMessage characters.
+func Line(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) {
+			return ' '
+		}
+		return r
+	}, s)
 	s = strings.Join(strings.Fields(s), " ")
 	if r := []rune(s); len(r) > MaxMessage {
 		s = string(r[:MaxMessage-1]) + "…"
@@ -296,7 +321,7 @@ func oneLine(s string) string {
 }
 
 // selectorOf is the workload's spec.selector as a label selector; false when it has
-// none, it does not parse, or it selects everything.
+// none, it does not parse, or it does not restrict (restricts).
 func selectorOf(w *unstructured.Unstructured) (labels.Selector, bool) {
 	m, found, err := unstructured.NestedMap(w.Object, "spec", "selector")
 	if err != nil || !found {
@@ -307,10 +332,24 @@ func selectorOf(w *unstructured.Unstructured) (labels.Selector, bool) {
 		return nil, false
 	}
 	sel, err := metav1.LabelSelectorAsSelector(&ls)
-	if err != nil || sel.Empty() {
+	if err != nil || !restricts(sel) {
 		return nil, false
 	}
 	return sel, true
+}
+
+// restricts reports whether sel has a requirement that a Pod meets only by carrying a
+// label (=, ==, in, exists): NotIn, != and DoesNotExist alone match every Pod without
+// the label, hence every Pod of a namespace.
+func restricts(sel labels.Selector) bool {
+	reqs, _ := sel.Requirements()
+	for _, r := range reqs {
+		switch r.Operator() {
+		case selection.Equals, selection.DoubleEquals, selection.In, selection.Exists:
+			return true
+		}
+	}
+	return false
 }
 
 // withLabel adds the requirement key=value to sel.
@@ -350,17 +389,17 @@ func controlledBy(o metav1.Object, ow owner) bool {
 // deployment.kubernetes.io/revision (by name on a tie); nil when owner controls none.
 func newestReplicaSet(objs []unstructured.Unstructured, ow owner) *appsv1.ReplicaSet {
 	var newest *appsv1.ReplicaSet
-	var newestRev int64 = -1
+	var newestRev int64
 	for i := range objs {
 		var rs appsv1.ReplicaSet
 		if runtime.DefaultUnstructuredConverter.FromUnstructured(objs[i].Object, &rs) != nil || !controlledBy(&rs, ow) {
 			continue
 		}
 		rev, err := strconv.ParseInt(rs.Annotations["deployment.kubernetes.io/revision"], 10, 64)
-		if err != nil {
-			rev = 0
+		if err != nil || rev < 0 {
+			rev = 0 // the Deployment controller writes 1 and up: anything else counts as none
 		}
-		if rev > newestRev || (rev == newestRev && rs.Name > newest.Name) {
+		if newest == nil || rev > newestRev || (rev == newestRev && rs.Name > newest.Name) {
 			newest, newestRev = &rs, rev
 		}
 	}

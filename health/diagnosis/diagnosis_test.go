@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -266,9 +268,56 @@ status:
 	}
 }
 
-func TestOneLine(t *testing.T) {
+// TestLine: a diagnosis is one line of at most MaxMessage characters, and no character
+// of a tenant's text (a Pod's message) can drive a terminal: control characters (C0,
+// DEL, C1) and bidirectional formatting characters become spaces.
+func TestLine(t *testing.T) {
 	long := strings.Repeat("é", 2000)
-	if got := oneLine("a\n\tb  " + long); len([]rune(got)) != MaxMessage || !strings.HasPrefix(got, "a b é") || strings.ContainsAny(got, "\n\t") {
+	if got := Line("a\n\tb  " + long); len([]rune(got)) != MaxMessage || !strings.HasPrefix(got, "a b é") || strings.ContainsAny(got, "\n\t") {
 		t.Errorf("got %d runes %q…", len([]rune(got)), got[:10])
+	}
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "demo"}}
+	p.Status.Phase, p.Status.Reason, p.Status.Message = corev1.PodFailed, "Evicted", "ok\x1b[2J\x1b]0;pwned\x07\x00\u009b31m\u202eevil\x7f\u2066x"
+	d := FromPods([]*corev1.Pod{nil, p})
+	if want := "Pod demo/p: failed: Evicted: ok [2J ]0;pwned 31m evil x"; d.Message != want {
+		t.Errorf("got %q, want %q", d.Message, want)
+	}
+	p.Status.Message = strings.Repeat("\U0001F600", 100000)
+	if n := len([]rune(FromPods([]*corev1.Pod{p}).Message)); n != MaxMessage {
+		t.Errorf("a huge message gives %d characters, want %d", n, MaxMessage)
+	}
+}
+
+// TestDiagnoseHostileObjects: what a tenant can write into its own objects never panics,
+// never lists every Pod of a namespace, and a terminal diagnosis always says why.
+func TestDiagnoseHostileObjects(t *testing.T) {
+	// A ReplicaSet the Deployment controls with a negative, huge or non-numeric revision
+	// (counted as 0; the first such one is taken).
+	for _, rev := range []string{"-1", "-9223372036854775808", "99999999999999999999", "x"} {
+		w := obj(t, deployment)
+		var calls []string
+		d, err := Diagnose(context.Background(), &w, lister([]unstructured.Unstructured{obj(t, rs("web-x", "r9", rev, "zzz", "")),
+			obj(t, pod("web-x-1", "r9", "zzz", "  phase: Pending\n  conditions: [{type: PodScheduled, status: \"False\", reason: Unschedulable}]\n"))}, &calls))
+		if err != nil || d.Message != "Pod demo/web-x-1: not scheduled: Unschedulable" {
+			t.Errorf("revision %q: got %+v %v", rev, d, err)
+		}
+	}
+	// Selectors that match every Pod without a label: nothing is listed.
+	for _, sel := range []string{
+		`{matchExpressions: [{key: nope, operator: DoesNotExist}]}`,
+		`{matchExpressions: [{key: nope, operator: NotIn, values: [x]}]}`,
+	} {
+		w := obj(t, "apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: ds, namespace: demo, uid: u1}\nspec: {selector: "+sel+"}\n")
+		var calls []string
+		if d, _ := Diagnose(context.Background(), &w, lister(nil, &calls)); len(calls) > 0 || d != (Diagnosis{}) {
+			t.Errorf("selector %s: listed %q, got %+v", sel, calls, d)
+		}
+	}
+	// A failed Job without any Pod: terminal, and the Job's condition says why.
+	j := obj(t, "apiVersion: batch/v1\nkind: Job\nmetadata: {name: j, namespace: demo, uid: j1}\nspec: {selector: {matchLabels: {a: b}}}\n"+
+		"status: {conditions: [{type: Failed, status: \"True\", reason: DeadlineExceeded, message: Job was active longer than specified deadline}]}\n")
+	var calls []string
+	if d, _ := Diagnose(context.Background(), &j, lister(nil, &calls)); !d.Terminal || d.Message != "Job demo/j failed: DeadlineExceeded: Job was active longer than specified deadline" {
+		t.Errorf("failed Job without Pods: got %+v", d)
 	}
 }

@@ -73,7 +73,11 @@ func (r *dynamicReader) List(ctx context.Context, gvr schema.GroupVersionResourc
 		return l.Items, nil
 	}
 	if !IsConnectionError(err) {
-		return nil, asForbidden(err, r.identity, gvr, namespace, "")
+		var fe *ForbiddenError
+		if err = asForbidden(err, r.identity, gvr, namespace, ""); errors.As(err, &fe) {
+			fe.Verb = "list"
+		}
+		return nil, err
 	}
 	return nil, r.notAnswered(ctx, err)
 }

@@ -58,7 +58,9 @@ type ForbiddenError struct {
 	Namespace, Name string
 	// Impersonation is true when the observer itself may not impersonate Identity.
 	Impersonation bool
-	Err           error
+	// Verb is the refused verb: "get", or "list" for an ObjectLister's LIST.
+	Verb string
+	Err  error
 }
 
 func (e *ForbiddenError) Unwrap() error { return e.Err }
@@ -69,20 +71,24 @@ func (e *ForbiddenError) Error() string {
 		return fmt.Sprintf("403 Forbidden: the observer may not impersonate %s (it needs impersonate on serviceaccounts; config/rbac grants it with the ClusterRole convoy-observer-impersonator)", e.Identity)
 	}
 	resource := e.GVR.GroupResource().String()
+	verb := e.Verb
+	if verb == "" {
+		verb = "get"
+	}
 	if e.Namespace == "" {
 		// The empty namespace is the inventory's, which a tenant chooses: it does not say
 		// that the kind is cluster-scoped (secrets with no namespace is a read of every
 		// Secret). So no command that grants a cluster-wide read is printed for it.
-		return fmt.Sprintf("403 Forbidden: %s may not get %s with no namespace; if %s is cluster-scoped and this Release should read it, "+
+		return fmt.Sprintf("403 Forbidden: %s may not %s %s with no namespace; if %s is cluster-scoped and this Release should read it, "+
 			"a platform may grant that kind alone to %s (docs/security.md, \"Read identity\"); a namespaced kind needs the entry's namespace",
-			e.Identity, resource, resource, e.Identity)
+			e.Identity, verb, resource, resource, e.Identity)
 	}
 	binding := sa
 	if saNS != e.Namespace {
 		binding = saNS + "-" + sa
 	}
-	return fmt.Sprintf("403 Forbidden: %s may not get %s in namespace %s; grant it: kubectl create rolebinding %s --clusterrole=%s --serviceaccount=%s:%s -n %s",
-		e.Identity, resource, e.Namespace, binding, ReaderRoleName, saNS, sa, e.Namespace)
+	return fmt.Sprintf("403 Forbidden: %s may not %s %s in namespace %s; grant it: kubectl create rolebinding %s --clusterrole=%s --serviceaccount=%s:%s -n %s",
+		e.Identity, verb, resource, e.Namespace, binding, ReaderRoleName, saNS, sa, e.Namespace)
 }
 
 // asForbidden wraps a 403 of a read made as identity in a ForbiddenError; any other

@@ -111,3 +111,12 @@ func TestForbiddenHintGrantsNoClusterWideRead(t *testing.T) {
 		t.Errorf("no namespace: %q; want no command, and the missing namespace named", none)
 	}
 }
+
+// TestForbiddenListSaysList: a refused LIST (a diagnosis's Pods) names the verb list.
+func TestForbiddenListSaysList(t *testing.T) {
+	e := &ForbiddenError{Identity: "system:serviceaccount:team-a:convoy-health-reader", Verb: "list",
+		GVR: schema.GroupVersionResource{Version: "v1", Resource: "pods"}, Namespace: "team-a"}
+	if !strings.Contains(e.Error(), "convoy-health-reader may not list pods in namespace team-a; grant it:") {
+		t.Errorf("got %q", e.Error())
+	}
+}

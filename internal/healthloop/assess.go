@@ -8,8 +8,10 @@ import (
 	"slices"
 	"time"
 
+	"github.com/go-logr/logr"
 	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -270,40 +272,58 @@ func (h *HealthController) observeItem(ctx context.Context, pt *passTenant, ev *
 		o.res = health.Result{Outcome: health.Error, Message: health.TruncateMessage(msg), RuleIndex: -1}
 		return o
 	}
+	obj, failure, err := ReadEntryObject(ctx, reader, e, h.logFrom(ctx))
+	switch {
+	case err != nil:
+		return o, err
+	case failure != "":
+		return failed(failure), nil
+	}
+	res, evalErr := h.evaluate(ctx, pt, ev, e.APIVersion(), e.Resource, obj.Object)
+	if errors.Is(evalErr, celbound.ErrBudgetExhausted) {
+		o.cut = true
+		return o, nil
+	}
+	if evalErr != nil {
+		return o, evalErr // ctx ended: the pass writes nothing
+	}
+	o.res = res
+	if res.Outcome == health.Fail {
+		ref := entryRef{diagnosis: e.Diagnosis}
+		if e.DecidedBy != nil {
+			ref.cause = e.DecidedBy.Cause
+		}
+		o.diagnosis = h.diagnose(ctx, pt, reader, ref, obj)
+	}
+	return o, nil
+}
+
+// ReadEntryObject reads the object of inventory entry e from reader, the one read step
+// of the loop's observeItem and of convoyctl health eval --release (docs/design.md,
+// "Per-entry evaluation"). It returns the object; or, for an entry that cannot be read,
+// the message of its Unknown result ("object not found", "cannot read object: …": a
+// reference that is refused, a type the target does not serve, any other answer of the
+// target only as its code and reason, clustercache.DescribeError, the whole error going
+// to log); or an error when the cluster does not answer (wrapping
+// clustercache.ErrClusterNotConnected) or ctx ended.
+func ReadEntryObject(ctx context.Context, reader clustercache.ObjectReader, e *v1alpha1.InventoryEntry, log logr.Logger) (*unstructured.Unstructured, string, error) {
 	gvr := schema.GroupVersionResource{Group: e.Group, Version: e.Version, Resource: e.Resource}
 	if refErr := inventory.CheckReference(gvr, e.Namespace, e.Name); refErr != nil {
-		return failed("cannot read object: " + refErr.Error()), nil
+		return nil, "cannot read object: " + refErr.Error(), nil
 	}
 	obj, err := reader.Get(ctx, gvr, e.Namespace, e.Name)
 	switch {
 	case err == nil:
-		res, evalErr := h.evaluate(ctx, pt, ev, e.APIVersion(), e.Resource, obj.Object)
-		if errors.Is(evalErr, celbound.ErrBudgetExhausted) {
-			o.cut = true
-			return o, nil
-		}
-		if evalErr != nil {
-			return o, evalErr // ctx ended: the pass writes nothing
-		}
-		o.res = res
-		if res.Outcome == health.Fail {
-			var read bool
-			if o.diagnosis, read = h.diagnose(ctx, pt, reader, obj); !read {
-				o.diagnosis.Message = e.Diagnosis // over the pass's bound: kept
-			}
-		}
-		return o, nil
+		return obj, "", nil
 	case isUnservedResource(err):
-		return failed(fmt.Sprintf("cannot read object: the target does not serve %s (version %q, resource %q)", gvr.GroupResource(), gvr.Version, gvr.Resource)), nil
+		return nil, fmt.Sprintf("cannot read object: the target does not serve %s (version %q, resource %q)", gvr.GroupResource(), gvr.Version, gvr.Resource), nil
 	case apierrors.IsNotFound(err):
-		return failed("object not found"), nil
+		return nil, "object not found", nil
 	case errors.Is(err, clustercache.ErrClusterNotConnected):
-		return o, err
+		return nil, "", err
 	default:
-		// The target's answer reaches the message only as its code and reason, or a
-		// fixed class of failure (clustercache.DescribeError); the log keeps it all.
-		h.logFrom(ctx).V(1).Info("cannot read object", "object", o.key.String(), "error", err.Error())
-		return failed("cannot read object: " + clustercache.DescribeError(err)), nil
+		log.V(1).Info("cannot read object", "object", inventory.KeyOf(e).String(), "error", err.Error())
+		return nil, "cannot read object: " + clustercache.DescribeError(err), nil
 	}
 }
 

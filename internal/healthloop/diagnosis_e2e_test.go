@@ -215,3 +215,32 @@ func TestJudgeEntryFailFast(t *testing.T) {
 		t.Error("FailFast modified the result's shared Decider")
 	}
 }
+
+// TestDiagnosisOfHostileReplicaSet: a tenant's ReplicaSet with a revision the Deployment
+// controller never writes ("-1") once made the diagnosis dereference nil inside a read
+// goroutine, which no recover covered, and ended the process; now the pass completes
+// and the entry is judged from its own object.
+func TestDiagnosisOfHostileReplicaSet(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	must(t, env.Client.Create(f.ctx, &extv1alpha1.HealthRuleSet{ObjectMeta: metav1.ObjectMeta{Name: "workloads", Namespace: f.ns},
+		Spec: extv1alpha1.HealthRuleSetSpec{Rules: workloadRules}}))
+	f.release(localRules(0), 0)
+	l := map[string]string{"app": "boom"}
+	spec := corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app:1"}}}
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "boom", Namespace: f.ns}, Spec: appsv1.DeploymentSpec{
+		Replicas: ptr.To[int32](1), Selector: &metav1.LabelSelector{MatchLabels: l},
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: l}, Spec: spec}}}
+	must(t, env.Client.Create(f.ctx, d))
+	must(t, env.Client.Create(f.ctx, &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "boom-a", Namespace: f.ns, Labels: l,
+		Annotations:     map[string]string{"deployment.kubernetes.io/revision": "-1"},
+		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(d, appsv1.SchemeGroupVersion.WithKind("Deployment"))}},
+		Spec: appsv1.ReplicaSetSpec{Selector: &metav1.LabelSelector{MatchLabels: l},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: l}, Spec: spec}}}))
+	f.inventory(cmEntry{group: "apps", version: "v1", kind: "Deployment", resource: "deployments", name: "boom", renderRef: "r1"})
+	f.lastAttempted("r1")
+	f.pass()
+	if e := f.entry("boom"); e.State != v1alpha1.StateProgressing || e.Message != "not available" || e.Diagnosis != "" {
+		t.Errorf("entry %s %q diagnosis %q, want Progressing %q without a diagnosis (its ReplicaSet has no Pod)", e.State, e.Message, e.Diagnosis, "not available")
+	}
+}
