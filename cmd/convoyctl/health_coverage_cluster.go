@@ -22,18 +22,29 @@ import (
 	"github.com/kumodo/convoy-observer/internal/scheme"
 )
 
-// runCluster reports on the Releases of a cluster and, with --served, its served
-// resources.
-func (o *coverageOptions) runCluster(ctx context.Context, env *cliEnv, extraGlobal []extv1alpha1.GlobalHealthRuleSet, extraLocal []extv1alpha1.HealthRuleSet) error {
+// managementClient loads the kubeconfig (path "" : the default rules, $KUBECONFIG then
+// ~/.kube/config) at context ("" : its current one) and returns its config and a client
+// of this project's types; errors exit 1 (exitClusterError).
+func managementClient(kubeconfig, context string) (*rest.Config, client.Client, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = o.kubeconfig
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: o.context}).ClientConfig()
+	rules.ExplicitPath = kubeconfig
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: context}).ClientConfig()
 	if err != nil {
-		return &exitError{code: exitClusterError, err: fmt.Errorf("loading the kubeconfig: %w", err)}
+		return nil, nil, &exitError{code: exitClusterError, err: fmt.Errorf("loading the kubeconfig: %w", err)}
 	}
 	cl, err := client.New(cfg, client.Options{Scheme: scheme.New()})
 	if err != nil {
-		return &exitError{code: exitClusterError, err: fmt.Errorf("client for %s: %w", cfg.Host, err)}
+		return nil, nil, &exitError{code: exitClusterError, err: fmt.Errorf("client for %s: %w", cfg.Host, err)}
+	}
+	return cfg, cl, nil
+}
+
+// runCluster reports on the Releases of a cluster and, with --served, its served
+// resources.
+func (o *coverageOptions) runCluster(ctx context.Context, env *cliEnv, extraGlobal []extv1alpha1.GlobalHealthRuleSet, extraLocal []extv1alpha1.HealthRuleSet) error {
+	cfg, cl, err := managementClient(o.kubeconfig, o.context)
+	if err != nil {
+		return err
 	}
 	var releases v1alpha1.ReleaseList
 	var opts []client.ListOption

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -223,22 +224,43 @@ func (o *evalOptions) run(ctx context.Context, env *cliEnv) error {
 
 	// Each line is escaped for a terminal (escapeUnsafeJSON): a message comes from a
 	// rule's messageExpression.
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
+	out := newLineWriter(env.stdout)
 	jo := judging{anchor: anchor, deadline: deadline, now: now, failFast: o.failFast, list: listFrom(objects)}
 	for i := range objects {
 		line, err := evaluate(ctx, ev, &objects[i], mappings[i], jo)
 		if err != nil {
 			return &exitError{code: exitInterrupted, err: fmt.Errorf("interrupted: %d of %d objects evaluated", i, len(objects))}
 		}
-		b.Reset()
-		if err := enc.Encode(line); err != nil {
-			return fmt.Errorf("encoding the result: %w", err)
+		if err := out.write(line); err != nil {
+			return err
 		}
-		if _, err := env.stdout.Write(escapeUnsafeJSON(b.Bytes())); err != nil {
-			return fmt.Errorf("writing the result: %w", err)
-		}
+	}
+	return nil
+}
+
+// lineWriter prints values as JSON lines, with the characters that act on a terminal
+// escaped (escapeUnsafeJSON): a message comes from a rule's messageExpression.
+type lineWriter struct {
+	out io.Writer
+	b   bytes.Buffer
+	enc *json.Encoder
+}
+
+func newLineWriter(out io.Writer) *lineWriter {
+	w := &lineWriter{out: out}
+	w.enc = json.NewEncoder(&w.b)
+	w.enc.SetEscapeHTML(false)
+	return w
+}
+
+// write prints v as one line.
+func (w *lineWriter) write(v any) error {
+	w.b.Reset()
+	if err := w.enc.Encode(v); err != nil {
+		return fmt.Errorf("encoding the result: %w", err)
+	}
+	if _, err := w.out.Write(escapeUnsafeJSON(w.b.Bytes())); err != nil {
+		return fmt.Errorf("writing the result: %w", err)
 	}
 	return nil
 }

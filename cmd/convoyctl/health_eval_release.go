@@ -3,16 +3,13 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
@@ -22,7 +19,6 @@ import (
 	"github.com/kumodo/convoy-observer/internal/clustercache"
 	"github.com/kumodo/convoy-observer/internal/healthloop"
 	"github.com/kumodo/convoy-observer/internal/inventory"
-	"github.com/kumodo/convoy-observer/internal/scheme"
 )
 
 // recordedLine is what the observer recorded for an entry (health eval --release's
@@ -56,15 +52,9 @@ func (o *evalOptions) runRelease(ctx context.Context, env *cliEnv, now time.Time
 	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
 		return usageError(fmt.Errorf("--release %q: want NAMESPACE/NAME", o.release))
 	}
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = o.kubeconfig
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: o.context}).ClientConfig()
+	cfg, cl, err := managementClient(o.kubeconfig, o.context)
 	if err != nil {
-		return &exitError{code: exitClusterError, err: fmt.Errorf("loading the kubeconfig: %w", err)}
-	}
-	cl, err := client.New(cfg, client.Options{Scheme: scheme.New()})
-	if err != nil {
-		return &exitError{code: exitClusterError, err: fmt.Errorf("client for %s: %w", cfg.Host, err)}
+		return err
 	}
 	clusterErr := func(format string, args ...any) error {
 		return &exitError{code: exitClusterError, err: fmt.Errorf(format, args...)}
@@ -113,21 +103,15 @@ func (o *evalOptions) runRelease(ctx context.Context, env *cliEnv, now time.Time
 	deadline := deadlineOf(rel)
 	failFast := rel.Spec.HealthAssessment.GetFailFast()
 
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
+	out := newLineWriter(env.stdout)
 	for i := range entries {
 		e := &entries[i]
 		line, err := o.evaluateEntry(ctx, ev, reader, e, judging{anchor: timeOf(e), deadline: deadline, now: now, failFast: failFast, list: list})
 		if err != nil {
 			return clusterErr("Cluster %s/%s: %s", ns, cluster.Name, clustercache.DescribeError(err))
 		}
-		b.Reset()
-		if err := enc.Encode(line); err != nil {
-			return fmt.Errorf("encoding the result: %w", err)
-		}
-		if _, err := env.stdout.Write(escapeUnsafeJSON(b.Bytes())); err != nil {
-			return fmt.Errorf("writing the result: %w", err)
+		if err := out.write(line); err != nil {
+			return err
 		}
 	}
 	return nil
