@@ -167,3 +167,29 @@ func nameOf(obj map[string]any) any {
 	}
 	return nil
 }
+
+// TestGenericSetDeletion: under the generic set a custom resource being deleted is not
+// Healthy, whatever its status says, and its message says since when; a built-in object
+// is still left to the other sets.
+func TestGenericSetDeletion(t *testing.T) {
+	t.Parallel()
+	g, _ := manifesttest.RuleSets(t, "generic.yaml")
+	ev, err := NewEvaluator(g, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready := map[string]any{"conditions": []any{map[string]any{"type": "Ready", "status": "True"}}}
+	widget := map[string]any{"apiVersion": "example.com/v1", "kind": "Widget", "status": ready,
+		"metadata": map[string]any{"name": "w", "deletionTimestamp": "2026-01-01T00:00:00Z"}}
+	if r := ev.Evaluate("example.com/v1", "widgets", widget); r.Outcome != Fail || r.Message != "being deleted since 2026-01-01T00:00:00Z" {
+		t.Errorf("deleted Widget: %+v, want Fail being deleted since 2026-01-01T00:00:00Z", r)
+	}
+	delete(widget["metadata"].(map[string]any), "deletionTimestamp")
+	if r := ev.Evaluate("example.com/v1", "widgets", widget); r.Outcome != Pass {
+		t.Errorf("Widget: %+v, want Pass", r)
+	}
+	cm := map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "c", "deletionTimestamp": "2026-01-01T00:00:00Z"}}
+	if r := ev.Evaluate("v1", "configmaps", cm); r.Outcome != Pass {
+		t.Errorf("deleted ConfigMap: %+v, want Pass (built in: left to convoy-defaults and the library)", r)
+	}
+}
