@@ -51,3 +51,19 @@ func TestHealthTest(t *testing.T) {
 		t.Errorf("a test file with an unknown field: exit %d, %q; want 2 naming it", code, stderr)
 	}
 }
+
+// TestLibraryCasesThroughCommand runs every case of the rule library
+// (health/library/testdata/library.test.yaml, generated from its cases.yaml) through
+// convoyctl health test: the library is checked by the path a platform team's own tests
+// take too.
+func TestLibraryCasesThroughCommand(t *testing.T) {
+	t.Parallel()
+	code, stdout, stderr := runCLI("health", "test", "../../health/library/testdata/library.test.yaml")
+	last := stdout[strings.LastIndex(strings.TrimSuffix(stdout, "\n"), "\n")+1:]
+	if code != 0 || !strings.Contains(last, " 0 failed") || strings.Contains(stdout, "FAIL") {
+		t.Errorf("exit %d, stderr %q, summary %q", code, stderr, last)
+	}
+	if n := strings.Count(stdout, "\nPASS ") + 1; n < 700 {
+		t.Errorf("only %d cases passed", n)
+	}
+}
