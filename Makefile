@@ -6,7 +6,7 @@ SHELL := /usr/bin/env bash
 # kube-scheduler, kwok), built from the Go module proxy and cached per version.
 CONTROLPLANE = hack/controlplane.sh path
 
-.PHONY: all build test test-faults fuzz e2e generate vet demo controlplane bench bench-scale bench-api images images-push release
+.PHONY: all build test test-faults fuzz e2e generate vet lint demo controlplane bench bench-scale bench-api images images-push release
 
 all: build
 
@@ -53,6 +53,12 @@ release:
 ## controlplane: build the control-plane binaries (cold: 35 min on 2 busy cores, with progress; then cached).
 controlplane:
 	$(CONTROLPLANE)
+
+## lint: golangci-lint with .golangci.yml (the standard linters, misspell, nilerr,
+## bodyclose; gofmt), the version pinned by hack/lint/go.mod's tool directive (built from
+## the Go module proxy on first use, then cached).
+lint:
+	go tool -modfile=hack/lint/go.mod golangci-lint run ./...
 
 ## test: every test, against a real kube-apiserver and etcd.
 test:

@@ -274,15 +274,6 @@ func secretFile(t *testing.T, d *appsv1.Deployment, c *corev1.Container, secret,
 	return ""
 }
 
-func envValue(c *corev1.Container, name string) string {
-	for _, e := range c.Env {
-		if e.Name == name {
-			return e.Value
-		}
-	}
-	return ""
-}
-
 type cert struct {
 	secretName string
 	dnsNames   []string

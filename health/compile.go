@@ -270,7 +270,7 @@ func checkLocalSelection(env *celEnv, local []extv1alpha1.HealthRuleSet, order [
 				}
 				_, nodes, err := parse(env, expr)
 				if err != nil || nodes > MaxExpressionNodes {
-					return nil
+					return nil //nolint:nilerr // compiling reports the error itself
 				}
 				if sum += nodes * nodes; first < 0 && total+sum > MaxLocalSelectionSquaredNodes {
 					first = j

@@ -1,6 +1,7 @@
 package health
 
 import (
+	"context"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -143,18 +144,18 @@ func TestDecidedRuleCostsNothing(t *testing.T) {
 	}
 	pod := map[string]any{"apiVersion": "v1", "kind": "Pod", "status": map[string]any{
 		"conditions": []any{map[string]any{"type": "Ready", "status": "False"}}}}
-	r, usage, err := ev.EvaluateMetered(nil, nil, "v1", "pods", pod)
+	r, usage, err := ev.EvaluateMetered(context.Background(), nil, "v1", "pods", pod)
 	if err != nil || r.Outcome != Pass || r.RulesApplied != 1 || usage.Cost != 0 {
 		t.Errorf("built-in Pod: %+v, cost %d, %v; want Pass, 1 rule applied, cost 0", r, usage.Cost, err)
 	}
 	widget := map[string]any{"apiVersion": "example.com/v1", "kind": "Widget", "metadata": map[string]any{},
 		"status": map[string]any{"conditions": []any{map[string]any{"type": "Ready", "status": "False"}}}}
-	r, usage, err = ev.EvaluateMetered(nil, nil, "example.com/v1", "widgets", widget)
+	r, usage, err = ev.EvaluateMetered(context.Background(), nil, "example.com/v1", "widgets", widget)
 	if err != nil || r.Outcome != Fail || r.RulesApplied != 1 || usage.Cost == 0 {
 		t.Errorf("custom resource: %+v, cost %d, %v; want Fail, 1 rule applied, a cost", r, usage.Cost, err)
 	}
 	// Evaluated under v1 but saying example.com/v1: the rule runs and fails it.
-	r, usage, err = ev.EvaluateMetered(nil, nil, "v1", "widgets", widget)
+	r, usage, err = ev.EvaluateMetered(context.Background(), nil, "v1", "widgets", widget)
 	if err != nil || r.Outcome != Fail || usage.Cost == 0 {
 		t.Errorf("custom resource evaluated as v1: %+v, cost %d, %v; want Fail, a cost", r, usage.Cost, err)
 	}

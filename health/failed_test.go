@@ -1,6 +1,7 @@
 package health_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -108,7 +109,7 @@ func TestFailedExpressionAcrossRules(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			r, u, err := ev.EvaluateMetered(nil, nil, "v1", "configmaps", crashing)
+			r, u, err := ev.EvaluateMetered(context.Background(), nil, "v1", "configmaps", crashing)
 			if err != nil {
 				t.Fatal(err)
 			}

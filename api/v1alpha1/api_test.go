@@ -159,7 +159,7 @@ func assertOwners(t *testing.T, inv *v1alpha1.ReleaseInventory, manager string, 
 		if mf.Manager != manager || mf.FieldsV1 == nil {
 			continue
 		}
-		raw := string(mf.FieldsV1.Raw)
+		raw := mf.FieldsV1.GetRawString()
 		for _, f := range fields {
 			if !strings.Contains(raw, `"`+f+`"`) {
 				t.Errorf("manager %s does not own %s: %s", manager, f, raw)

@@ -82,5 +82,5 @@ type ClusterList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&Cluster{}, &ClusterList{})
+	SchemeBuilder.Register(knownTypes(&Cluster{}, &ClusterList{}))
 }

@@ -220,5 +220,5 @@ type ReleaseList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&Release{}, &ReleaseList{})
+	SchemeBuilder.Register(knownTypes(&Release{}, &ReleaseList{}))
 }

@@ -295,5 +295,5 @@ type ReleaseInventoryList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&ReleaseInventory{}, &ReleaseInventoryList{})
+	SchemeBuilder.Register(knownTypes(&ReleaseInventory{}, &ReleaseInventoryList{}))
 }

@@ -201,13 +201,17 @@ func TestServe(t *testing.T) {
 			t.Errorf("GET %s = %d, want 200", p, resp.StatusCode)
 		}
 	}
-	if resp, err := http.Get("http://" + addr.String() + "/healthz"); err == nil && resp.StatusCode == http.StatusOK {
-		t.Error("plain HTTP answered 200 on the TLS port")
+	if resp, err := http.Get("http://" + addr.String() + "/healthz"); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			t.Error("plain HTTP answered 200 on the TLS port")
+		}
 	}
 	if code := stop(); code != exitOK {
 		t.Errorf("exit after shutdown = %d, want 0", code)
 	}
-	if _, err := hc.Get(url + "/healthz"); err == nil {
+	if resp, err := hc.Get(url + "/healthz"); err == nil {
+		resp.Body.Close()
 		t.Error("still serving after shutdown")
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/xml"
 	"errors"
 	"fmt"
@@ -263,7 +264,7 @@ func runTestFile(env *cliEnv, path string) ([]testResult, error) {
 		if err != nil {
 			return nil, inputError(fmt.Errorf("%s: %s: %w (name it under resources:)", path, name, err))
 		}
-		line, err := evaluate(nil, ev, &objs[0], m, judging{anchor: caseAnchor, deadline: deadline, now: now})
+		line, err := evaluate(context.Background(), ev, &objs[0], m, judging{anchor: caseAnchor, deadline: deadline, now: now})
 		if err != nil {
 			return nil, err
 		}

@@ -155,7 +155,7 @@ func runWait(ctx context.Context, env *cliEnv, release string, fetch healthFetch
 		cut = err != nil && rctx.Err() != nil && ctx.Err() == nil
 		cancel()
 		if err != nil && ctx.Err() != nil {
-			return true, nil // interrupted
+			return true, nil //nolint:nilerr // interrupted: the wait's own end, not a failed read
 		}
 		if cut {
 			return false, nil

@@ -272,7 +272,7 @@ func waitAPIServiceAvailable(ctx context.Context, c client.Client) error {
 		u.SetKind("APIService")
 		if err := c.Get(ctx, client.ObjectKey{Name: testenv.APIServiceName}, u); err != nil {
 			last = err.Error()
-			return false, nil
+			return false, nil //nolint:nilerr // polled again until the timeout; the last error is reported
 		}
 		conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
 		for _, cd := range conds {

@@ -1,6 +1,7 @@
 package celbound_test
 
 import (
+	"context"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -117,7 +118,7 @@ func TestGuardedProgramsAgreeWithCEL(t *testing.T) {
 		for _, obj := range objects {
 			want, _, werr := plain.Eval(map[string]any{"object": obj})
 			act.Bind(obj)
-			got, gerr := act.Eval(nil, guarded)
+			got, gerr := act.Eval(context.Background(), guarded)
 			if !sameResult(want, werr, got, gerr) {
 				t.Errorf("%s on %v/%v:\n  cel-go  %v %v\n  guarded %v %v", strings.TrimSpace(expr), obj["kind"],
 					nameOf(obj), want, werr, got, gerr)

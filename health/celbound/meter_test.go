@@ -1,6 +1,7 @@
 package celbound_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 
@@ -44,7 +45,7 @@ func TestMeterBudget(t *testing.T) {
 	ev, obj := heavyEvaluator(t), heavyObject()
 
 	free := celbound.NewMeter(0)
-	r, u, err := ev.EvaluateMetered(nil, free, "v1", "configmaps", obj)
+	r, u, err := ev.EvaluateMetered(context.Background(), free, "v1", "configmaps", obj)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,10 +60,10 @@ func TestMeterBudget(t *testing.T) {
 
 	budget := one + one/2 // one evaluation fits, the second does not
 	m := celbound.NewMeter(budget)
-	if _, _, err := ev.EvaluateMetered(nil, m, "v1", "configmaps", obj); err != nil {
+	if _, _, err := ev.EvaluateMetered(context.Background(), m, "v1", "configmaps", obj); err != nil {
 		t.Fatalf("first evaluation within the budget: %v", err)
 	}
-	r, u2, err := ev.EvaluateMetered(nil, m, "v1", "configmaps", obj)
+	r, u2, err := ev.EvaluateMetered(context.Background(), m, "v1", "configmaps", obj)
 	if !errors.Is(err, celbound.ErrBudgetExhausted) {
 		t.Fatalf("second evaluation: got %+v, %v; want ErrBudgetExhausted", r, err)
 	}
@@ -73,7 +74,7 @@ func TestMeterBudget(t *testing.T) {
 		t.Fatalf("cut evaluation: cost %d of %d, exhausted %v", u2.Cost, one, m.Exhausted())
 	}
 	// Once exhausted, nothing more runs.
-	if _, u3, err := ev.EvaluateMetered(nil, m, "v1", "configmaps", obj); !errors.Is(err, celbound.ErrBudgetExhausted) || (m.Exhausted() && u3.Cost != 0) {
+	if _, u3, err := ev.EvaluateMetered(context.Background(), m, "v1", "configmaps", obj); !errors.Is(err, celbound.ErrBudgetExhausted) || (m.Exhausted() && u3.Cost != 0) {
 		t.Fatalf("third evaluation: %v, cost %d", err, u3.Cost)
 	}
 

@@ -48,7 +48,7 @@ func jsonDuplicate(doc []byte, lineOffset int) *DuplicateKeyError {
 	var v any
 	strict, err := sigsjson.UnmarshalStrict(doc, &v, sigsjson.DisallowDuplicateFields)
 	if err != nil || len(strict) == 0 {
-		return nil // a syntax error is the value decoder's to report
+		return nil //nolint:nilerr // a syntax error is the value decoder's to report
 	}
 	m := duplicateFieldRE.FindStringSubmatch(strict[0].Error())
 	if m == nil {

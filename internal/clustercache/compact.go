@@ -37,7 +37,7 @@ func compactForCache(obj any) (any, error) {
 	}
 	raw, err := u.MarshalJSON()
 	if err != nil {
-		return obj, nil
+		return obj, nil //nolint:nilerr // kept as it is: the cache still works, only larger
 	}
 	raw = bytes.Clone(raw) // the encoder's buffer has room to spare
 	return &compactObject{
@@ -85,7 +85,7 @@ func stripForCache(obj any) (any, error) {
 	}
 	a, err := meta.Accessor(obj)
 	if err != nil {
-		return obj, nil
+		return obj, nil //nolint:nilerr // not an object: kept as it is
 	}
 	a.SetManagedFields(nil)
 	if ann := a.GetAnnotations(); ann != nil {

@@ -309,7 +309,7 @@ func (h *HealthController) observeItem(ctx context.Context, pt *passTenant, ev *
 func ReadEntryObject(ctx context.Context, reader clustercache.ObjectReader, e *v1alpha1.InventoryEntry, log logr.Logger) (*unstructured.Unstructured, string, error) {
 	gvr := schema.GroupVersionResource{Group: e.Group, Version: e.Version, Resource: e.Resource}
 	if refErr := inventory.CheckReference(gvr, e.Namespace, e.Name); refErr != nil {
-		return nil, "cannot read object: " + refErr.Error(), nil
+		return nil, "cannot read object: " + refErr.Error(), nil //nolint:nilerr // a refused reference is the entry's Unknown result, not the pass's error
 	}
 	obj, err := reader.Get(ctx, gvr, e.Namespace, e.Name)
 	switch {

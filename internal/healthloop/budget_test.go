@@ -1,6 +1,7 @@
 package healthloop
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -54,7 +55,7 @@ func TestPassBudget(t *testing.T) {
 			APIVersion: "v1", Resources: []string{"configmaps"}, RuleExpression: costlyReadyRule}}},
 	}})
 	must(t, err)
-	_, u, err := ev.EvaluateMetered(nil, nil, "v1", "configmaps", map[string]any{"data": map[string]any{"ready": "true"}})
+	_, u, err := ev.EvaluateMetered(context.Background(), nil, "v1", "configmaps", map[string]any{"data": map[string]any{"ready": "true"}})
 	must(t, err)
 	if u.Cost < 1000 {
 		t.Fatalf("one entry costs %d units; the test needs a costly rule", u.Cost)

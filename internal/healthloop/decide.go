@@ -149,8 +149,3 @@ func frontierWaveCompleted(results []itemResult) bool {
 	}
 	return changed
 }
-
-// position is where the entry stands in the order of a pass (health.CompareEntries).
-func (r *itemResult) position() health.EntryPosition {
-	return health.EntryPosition{Wave: r.entry.GetWave(), Group: r.key.Group, Kind: r.key.Kind, Namespace: r.key.Namespace, Name: r.key.Name}
-}

@@ -30,7 +30,7 @@ func TestFieldOwnership(t *testing.T) {
 		t.Fatal("the entry is not co-owned by both managers")
 	}
 	for _, mf := range inv.ManagedFields {
-		raw := string(mf.FieldsV1.Raw)
+		raw := mf.FieldsV1.GetRawString()
 		switch mf.Manager {
 		case cmManager:
 			for _, fld := range []string{"f:version", "f:resource", "f:wave", "f:renderRef"} {
@@ -126,7 +126,7 @@ func TestFieldManagerNames(t *testing.T) {
 		m := map[string]string{}
 		for _, mf := range mfs {
 			if mf.FieldsV1 != nil {
-				m[mf.Manager+"/"+mf.Subresource] += string(mf.FieldsV1.Raw)
+				m[mf.Manager+"/"+mf.Subresource] += mf.FieldsV1.GetRawString()
 			}
 		}
 		return m

@@ -37,8 +37,8 @@ func FuzzReadOwnership(f *testing.F) {
 	f.Fuzz(func(t *testing.T, cm, obs []byte) {
 		inv := &v1alpha1.ReleaseInventory{
 			ObjectMeta: metav1.ObjectMeta{ManagedFields: []metav1.ManagedFieldsEntry{
-				{Manager: "convoy-controller-manager", FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: cm}},
-				{Manager: FieldManagerInventory, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: obs}},
+				{Manager: "convoy-controller-manager", FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(string(cm))},
+				{Manager: FieldManagerInventory, FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(string(obs))},
 			}},
 			Entries: []v1alpha1.InventoryEntry{{Kind: "ConfigMap", Namespace: "d", Name: "a"}, {Kind: "ConfigMap", Namespace: "d", Name: "b"}},
 			Hooks:   []v1alpha1.HookEntry{{Name: "pre"}},

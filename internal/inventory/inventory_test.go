@@ -53,9 +53,9 @@ func TestRecordedFromManagedFields(t *testing.T) {
 	hooks := `{"f:hooks":{"k:{\"name\":\"old\"}":{".":{},"f:state":{}}}}`
 	inv := &v1alpha1.ReleaseInventory{
 		ObjectMeta: metav1.ObjectMeta{ManagedFields: []metav1.ManagedFieldsEntry{
-			{Manager: "convoy-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(cm)}},
-			{Manager: FieldManagerInventory, Operation: metav1.ManagedFieldsOperationApply, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(obs)}},
-			{Manager: FieldManagerHookStatus, Operation: metav1.ManagedFieldsOperationApply, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(hooks)}},
+			{Manager: "convoy-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate, FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(cm)},
+			{Manager: FieldManagerInventory, Operation: metav1.ManagedFieldsOperationApply, FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(obs)},
+			{Manager: FieldManagerHookStatus, Operation: metav1.ManagedFieldsOperationApply, FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(hooks)},
 		}},
 		Entries: []v1alpha1.InventoryEntry{{Kind: "ConfigMap", Namespace: "d", Name: "a"}, {Kind: "ConfigMap", Namespace: "d", Name: "gone"}},
 		Hooks:   []v1alpha1.HookEntry{{Name: "pre"}, {Name: "old"}},
@@ -78,7 +78,7 @@ func TestRecordedFromManagedFields(t *testing.T) {
 	if _, stale, _ := RecordedEntries(inv, FieldManagerHookStatus); stale {
 		t.Fatal("stale for a manager that owns no entry")
 	}
-	inv.ManagedFields[0].FieldsV1.Raw = []byte("{not json")
+	inv.ManagedFields[0].FieldsV1.SetRawString("{not json")
 	if _, _, err := RecordedEntries(inv, FieldManagerInventory); err == nil {
 		t.Fatal("unparsable managedFields accepted")
 	}

@@ -34,7 +34,7 @@ func ReadOwnership(inv *v1alpha1.ReleaseInventory) (*Ownership, error) {
 			continue
 		}
 		set := &fieldpath.Set{}
-		if err := set.FromJSON(bytes.NewReader(mf.FieldsV1.Raw)); err != nil {
+		if err := set.FromJSON(bytes.NewReader(mf.FieldsV1.GetRawBytes())); err != nil {
 			return nil, fmt.Errorf("parsing managedFields of manager %s: %w", mf.Manager, err)
 		}
 		if prev, ok := o.managers[mf.Manager]; ok {

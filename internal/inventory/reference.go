@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/api/validation/path"
+	"k8s.io/apimachinery/pkg/api/validate/content"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
@@ -30,7 +30,7 @@ func CheckReference(gvr schema.GroupVersionResource, namespace, name string) err
 		if f.value == "" && f.field != "version" && f.field != "resource" && f.field != "name" {
 			continue // the core group; a cluster-scoped object
 		}
-		errs = append(errs, prefix(f.field, f.value, path.IsValidPathSegmentName(f.value))...)
+		errs = append(errs, prefix(f.field, f.value, content.IsPathSegmentName(f.value))...)
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("invalid object reference: %s", strings.Join(errs, "; "))

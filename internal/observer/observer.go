@@ -242,7 +242,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (manager.Manager, err
 		wakeCfg.Timeout = syncTimeout
 		waker = syncapiclient.NewClient(wakeCfg)
 	}
-	var writer client.Client = live
+	writer := client.Client(live)
 	if o.WrapWriter != nil {
 		writer = o.WrapWriter(writer)
 	}

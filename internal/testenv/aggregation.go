@@ -231,7 +231,7 @@ func (a *Aggregation) RegisterAPIService(ctx context.Context, c client.Client, p
 		got.SetKind("APIService")
 		if err := c.Get(ctx, client.ObjectKey{Name: APIServiceName}, got); err != nil {
 			last = err.Error()
-			return false, nil
+			return false, nil //nolint:nilerr // polled again until the timeout; the last error is reported
 		}
 		conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
 		for _, cond := range conds {

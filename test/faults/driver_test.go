@@ -81,12 +81,6 @@ func (r *release) target() client.Client {
 
 func (r *release) key() string { return r.ns + "/" + r.name }
 
-func (r *release) violate(format string, args ...any) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.violations = append(r.violations, fmt.Sprintf(format, args...))
-}
-
 // retry calls f until it succeeds (the API server may be down in a fault).
 func retry(ctx context.Context, f func() error) error {
 	for {

@@ -115,5 +115,5 @@ type HealthRuleSetList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&GlobalHealthRuleSet{}, &GlobalHealthRuleSetList{}, &HealthRuleSet{}, &HealthRuleSetList{})
+	SchemeBuilder.Register(knownTypes(&GlobalHealthRuleSet{}, &GlobalHealthRuleSetList{}, &HealthRuleSet{}, &HealthRuleSetList{}))
 }

@@ -174,7 +174,7 @@ func waitReady(ctx context.Context) error {
 	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
 		resp, err := hc.Get(apiURL() + "/readyz")
 		if err != nil {
-			return false, nil
+			return false, nil //nolint:nilerr // polled again until the timeout
 		}
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK, nil

@@ -35,7 +35,7 @@ func TestHealthResultPure(t *testing.T) {
 		t.Errorf("unrecorded entries: %+v, %v", got, err)
 	}
 
-	inv.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "x", FieldsV1: &metav1.FieldsV1{Raw: []byte("not json")}}}
+	inv.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "x", FieldsV1: metav1.NewFieldsV1("not json")}}
 	if _, err := syncapiserver.BuildHealthResult(rel, inv); err == nil {
 		t.Error("unparsable managedFields gave no error")
 	}
