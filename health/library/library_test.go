@@ -91,7 +91,7 @@ var resources = map[string]string{
 	"HTTPRoute": "httproutes", "Ingress": "ingresses", "Issuer": "issuers", "Kustomization": "kustomizations",
 	"Namespace": "namespaces", "PodDisruptionBudget": "poddisruptionbudgets", "Rollout": "rollouts",
 	"ScaledObject": "scaledobjects", "ScaledJob": "scaledjobs", "Service": "services",
-	"Pod": "pods", "StatefulSet": "statefulsets", "ReplicaSet": "replicasets", "Deployment": "deployments", "Job": "jobs",
+	"Pod": "pods", "StatefulSet": "statefulsets", "ReplicaSet": "replicasets", "ReplicationController": "replicationcontrollers", "Deployment": "deployments", "Job": "jobs",
 	"Policy": "policies", "ConfigurationPolicy": "configurationpolicies", "CertificatePolicy": "certificatepolicies", "OperatorPolicy": "operatorpolicies",
 	// GitOps Promoter
 	"ArgoCDCommitStatus": "argocdcommitstatuses", "ChangeTransferPolicy": "changetransferpolicies",
