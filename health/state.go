@@ -84,10 +84,14 @@ func Judge(r Result, firstUnhealthy *time.Time, deadline *time.Duration, now tim
 // FailFast applies spec.healthAssessment.failFast to j, the Judgement of a workload
 // entry whose diagnosis is terminal or not (docs/design.md, "Diagnosis"): a Progressing
 // entry with a terminal diagnosis is Degraded at once, and its decider's cause becomes
-// CauseFailedFast (the failing rule still gives the message). Any other Judgement is
-// returned as it is. j.DecidedBy is not modified; the result has a new Decider.
+// CauseFailedFast (the failing rule still gives the message). An entry the deadline made
+// Degraded meanwhile keeps the cause FailedFast too while its diagnosis is terminal, so
+// the cause does not change when the deadline passes. Any other Judgement (Healthy,
+// Unknown, a rule's own terminal failure) is returned as it is. j.DecidedBy is not
+// modified; the result has a new Decider.
 func FailFast(j Judgement, terminal bool) Judgement {
-	if !terminal || j.State != v1alpha1.StateProgressing || j.DecidedBy == nil {
+	deadline := j.State == v1alpha1.StateDegraded && j.DecidedBy != nil && j.DecidedBy.Cause == CauseDeadlinePassed
+	if !terminal || (j.State != v1alpha1.StateProgressing && !deadline) || j.DecidedBy == nil {
 		return j
 	}
 	d := *j.DecidedBy

@@ -56,8 +56,9 @@ type HealthAssessment struct {
 	// DaemonSet, ReplicaSet or Job) Degraded at once, with decidedBy.cause FailedFast,
 	// when its diagnosis is terminal: one of its current Pods cannot pull or name its
 	// image, cannot have its container configuration made, crash-loops after 3 restarts
-	// or more, or cannot be scheduled. Absent or false: states are exactly as the
-	// rules and the deadline give them; the diagnosis is recorded either way.
+	// or more, or cannot be scheduled (and it keeps that cause past the deadline).
+	// Absent or false: states are exactly as the rules and the deadline give them; the
+	// diagnosis is recorded either way.
 	// +optional
 	FailFast *bool `json:"failFast,omitempty"`
 }

@@ -211,6 +211,16 @@ func TestJudgeEntryFailFast(t *testing.T) {
 			t.Errorf("%s: %s %q cause %s diagnosis %q", c.name, r.state, r.message, cause, r.diagnosis)
 		}
 	}
+	// Past the deadline a terminal diagnosis keeps the cause FailedFast (it does not turn
+	// DeadlinePassed when the deadline passes); without failFast it is DeadlinePassed.
+	longAgo := t0.Add(-2 * minute)
+	for failFast, want := range map[bool]health.Cause{true: health.CauseFailedFast, false: health.CauseDeadlinePassed} {
+		o := entryObservation{res: failing, prior: prior{firstUnhealthy: &longAgo}}
+		o.diagnosis.Message, o.diagnosis.Terminal = "Pod a: x", true
+		if r := judgeEntry(&o, &minute, failFast, t0, 0); r.state != v1alpha1.StateDegraded || r.decidedBy == nil || r.decidedBy.Cause != want {
+			t.Errorf("past the deadline, failFast %v: %s decided by %+v, want Degraded, cause %s", failFast, r.state, r.decidedBy, want)
+		}
+	}
 	if failing.DecidedBy.Cause != health.CauseRuleFailed {
 		t.Error("FailFast modified the result's shared Decider")
 	}
