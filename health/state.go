@@ -81,6 +81,18 @@ func Judge(r Result, firstUnhealthy *time.Time, deadline *time.Duration, now tim
 	return Judgement{State: state, FirstUnhealthy: anchor, DecidedBy: Explain(r, state)}
 }
 
+// JudgeFailFast is Judge, then FailFast of the entry's diagnosis (terminal or not) when
+// the Release has spec.healthAssessment.failFast: the one judgement of an entry that the
+// loop (judgeEntry, which records it) and convoyctl health eval share (docs/design.md,
+// "Diagnosis"). Without failFast it is Judge exactly.
+func JudgeFailFast(r Result, firstUnhealthy *time.Time, deadline *time.Duration, now time.Time, failFast, terminal bool) Judgement {
+	j := Judge(r, firstUnhealthy, deadline, now)
+	if failFast {
+		j = FailFast(j, terminal)
+	}
+	return j
+}
+
 // FailFast applies spec.healthAssessment.failFast to j, the Judgement of a workload
 // entry whose diagnosis is terminal or not (docs/design.md, "Diagnosis"): a Progressing
 // entry with a terminal diagnosis is Degraded at once, and its decider's cause becomes

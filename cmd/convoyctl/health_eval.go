@@ -131,7 +131,7 @@ does not compile, 2 on a usage error or unreadable input, 130 when interrupted.`
 	f.StringVar(&o.firstUnhealthy, "first-unhealthy", "", "firstUnhealthy anchor of every object, RFC 3339 (default: unset, so a failure starts its clock at --now)")
 	f.StringVar(&o.now, "now", "", "time of the evaluation, RFC 3339 (default: the current time)")
 	f.StringArrayVar(&o.resources, "resource", nil, "KIND=plural or KIND.GROUP=plural: the resource of a kind (repeatable)")
-	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of a cluster whose discovery maps kinds to resources")
+	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of a cluster whose discovery maps kinds to resources; with --release, of the management cluster the Release is read from")
 	f.BoolVar(&o.guess, "guess-resources", false, "guess the resource of a kind that nothing names, and report the guess")
 	f.StringVar(&o.release, "release", "", "NAMESPACE/NAME: evaluate the Release's recorded objects, read live, with the rule sets it selects and the --rules files (read-only)")
 	f.StringVar(&o.context, "context", "", "with --release: the kubeconfig context of the management cluster")
@@ -289,10 +289,7 @@ func evaluate(ctx context.Context, ev *health.Evaluator, obj *unstructured.Unstr
 	if r.Outcome == health.Fail && jo.list != nil {
 		d, _ = diagnosis.Diagnose(ctx, obj, jo.list) // listing objects in memory never fails
 	}
-	j := health.Judge(r, jo.anchor, jo.deadline, jo.now)
-	if jo.failFast {
-		j = health.FailFast(j, d.Terminal)
-	}
+	j := health.JudgeFailFast(r, jo.anchor, jo.deadline, jo.now, jo.failFast, d.Terminal)
 	if j.State == v1alpha1.StateHealthy {
 		d = diagnosis.Diagnosis{}
 	}

@@ -97,8 +97,8 @@ func judge(o *observation, deadline *time.Duration, failFast bool, now time.Time
 }
 
 // judgeEntry gives one observed entry its state (docs/design.md, "Per-entry
-// evaluation", the judgement): health.Judge of the engine's result against the entry's
-// firstUnhealthy and the deadline, then, with failFast, health.FailFast of the entry's
+// evaluation", the judgement): health.JudgeFailFast of the engine's result against the
+// entry's firstUnhealthy, the deadline and, with failFast, the entry's
 // diagnosis (docs/design.md, "Diagnosis"). A Healthy entry has no message and no
 // diagnosis. An entry the budget cut is Unknown with budgetMessage, and keeps its
 // firstUnhealthy and assessedRenderRef (it was not judged, so neither its anchor nor its
@@ -112,10 +112,7 @@ func judgeEntry(o *entryObservation, deadline *time.Duration, failFast bool, now
 		r.entry.RenderRef = o.prior.assessedRenderRef
 		return r
 	}
-	j := health.Judge(o.res, o.prior.firstUnhealthy, deadline, now)
-	if failFast {
-		j = health.FailFast(j, o.diagnosis.Terminal)
-	}
+	j := health.JudgeFailFast(o.res, o.prior.firstUnhealthy, deadline, now, failFast, o.diagnosis.Terminal)
 	r.state, r.message, r.anchor, r.decidedBy = j.State, o.res.Message, j.FirstUnhealthy, j.DecidedBy
 	r.ruleSet, r.rule, r.diagnosis = o.res.RuleSet, o.res.RuleIndex, o.diagnosis.Message
 	if r.state == v1alpha1.StateHealthy {
