@@ -25,8 +25,8 @@ func checkObserverDeployment(t *testing.T, objs objects) {
 	if args["leader-elect"] != "true" {
 		t.Errorf("--leader-elect = %q, want true", args["leader-elect"])
 	}
-	if got := args["leader-election-namespace"]; got != namespace {
-		t.Errorf("--leader-election-namespace = %q, want %q", got, namespace)
+	if got := args["leader-elect-resource-namespace"]; got != namespace {
+		t.Errorf("--leader-elect-resource-namespace = %q, want %q", got, namespace)
 	}
 	if _, ok := args["shard"]; ok {
 		t.Errorf("the default shard's Deployment passes --shard=%s", args["shard"])

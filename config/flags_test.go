@@ -7,7 +7,8 @@ import (
 	"testing"
 
 	"github.com/spf13/pflag"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	cliflag "k8s.io/component-base/cli/flag"
+	logsapi "k8s.io/component-base/logs/api/v1"
 
 	"github.com/kumodo/convoy-observer/internal/observer"
 	"github.com/kumodo/convoy-observer/internal/syncapi/apiserver"
@@ -30,17 +31,15 @@ func TestDocsNameEveryFlag(t *testing.T) {
 }
 
 // observerFlags mirrors the flags of cmd/convoy-observer: the option groups of
-// observer.Flags, --version, the zap logging flags and --kubeconfig, which
-// controller-runtime registers on flag.CommandLine.
+// observer.Options, component-base's logging flags and --version.
 func observerFlags(t *testing.T) *flag.FlagSet {
 	t.Helper()
-	pfs := pflag.NewFlagSet("convoy-observer", pflag.ContinueOnError)
-	new(observer.Flags).BindFlags(pfs)
-	pfs.Bool("version", false, "print the version")
-	fs := goFlags(pfs)
-	(&zap.Options{}).BindFlags(fs)
-	fs.String("kubeconfig", "", "controller-runtime")
-	for _, want := range []string{"sync-url", "shard", "leader-elect", "health-probe-bind-address", "insecure-kubeconfig-exec"} {
+	fss := cliflag.NamedFlagSets{}
+	observer.NewOptions().AddFlags(&fss)
+	logsapi.AddFlags(logsapi.NewLoggingConfiguration(), fss.FlagSet("logging"))
+	fss.FlagSet("generic").Bool("version", false, "print the version")
+	fs := goFlags(fss)
+	for _, want := range []string{"sync-url", "shard", "leader-elect", "leader-elect-resource-namespace", "health-probe-bind-address", "insecure-kubeconfig-exec", "kubeconfig", "logging-format"} {
 		if fs.Lookup(want) == nil {
 			t.Fatalf("convoy-observer has no --%s", want)
 		}
@@ -50,14 +49,15 @@ func observerFlags(t *testing.T) *flag.FlagSet {
 
 // apiFlags mirrors the flags of cmd/convoy-api: the options of
 // internal/syncapi/apiserver (k8s.io/apiserver's serving, authentication and
-// authorization flags) and --v.
+// authorization flags), component-base's logging flags and --version.
 func apiFlags(t *testing.T) *flag.FlagSet {
 	t.Helper()
-	pfs := pflag.NewFlagSet("convoy-api", pflag.ContinueOnError)
-	apiserver.NewOptions().AddFlags(pfs)
-	fs := goFlags(pfs)
-	fs.Int("v", 0, "log verbosity")
-	for _, want := range []string{"kubeconfig", "secure-port", "tls-cert-file", "tls-private-key-file", "authentication-kubeconfig", "authorization-kubeconfig"} {
+	fss := cliflag.NamedFlagSets{}
+	apiserver.NewOptions().AddFlags(&fss)
+	logsapi.AddFlags(logsapi.NewLoggingConfiguration(), fss.FlagSet("logging"))
+	fss.FlagSet("generic").Bool("version", false, "print the version")
+	fs := goFlags(fss)
+	for _, want := range []string{"kubeconfig", "secure-port", "tls-cert-file", "tls-private-key-file", "authentication-kubeconfig", "authorization-kubeconfig", "v"} {
 		if fs.Lookup(want) == nil {
 			t.Fatalf("convoy-api has no --%s", want)
 		}
@@ -71,11 +71,19 @@ func apiFlags(t *testing.T) *flag.FlagSet {
 	return fs
 }
 
-// goFlags returns a standard-library flag set with the names of pfs's flags: a bool
-// stays a bool (it may be given without a value), every other flag takes a string.
-func goFlags(pfs *pflag.FlagSet) *flag.FlagSet {
+// goFlags returns a standard-library flag set with the names of the flags of fss
+// (deprecated ones left out): a bool stays a bool (it may be given without a value),
+// every other flag takes a string.
+func goFlags(fss cliflag.NamedFlagSets) *flag.FlagSet {
+	pfs := pflag.NewFlagSet("all", pflag.ContinueOnError)
+	for _, name := range fss.Order {
+		pfs.AddFlagSet(fss.FlagSets[name])
+	}
 	fs := flag.NewFlagSet(pfs.Name(), flag.ContinueOnError)
 	pfs.VisitAll(func(f *pflag.Flag) {
+		if f.Deprecated != "" {
+			return
+		}
 		if f.Value.Type() == "bool" {
 			fs.Bool(f.Name, false, f.Usage)
 		} else {

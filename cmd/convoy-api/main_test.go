@@ -42,7 +42,7 @@ func TestInClusterFallback(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, stderr, code := selfexec.Run(t, tc.env, "--secure-port", strconv.Itoa(freePort(t)))
-			if code != exitError || !strings.Contains(stderr, "no --kubeconfig and no in-cluster config") || !strings.Contains(stderr, tc.want) {
+			if code != exitError || !strings.Contains(stderr, "no --kubeconfig given and not running in a cluster") || !strings.Contains(stderr, tc.want) {
 				t.Fatalf("exit %d, stderr %q: want %d and the in-cluster config's error (%q)", code, stderr, exitError, tc.want)
 			}
 		})

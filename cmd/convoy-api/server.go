@@ -3,14 +3,15 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
 	"os"
-	"strconv"
 
 	"github.com/spf13/pflag"
+	cliflag "k8s.io/component-base/cli/flag"
+	logsapi "k8s.io/component-base/logs/api/v1"
+	_ "k8s.io/component-base/logs/json/register" // --logging-format=json
 	"k8s.io/klog/v2"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -29,40 +30,44 @@ const (
 var errVersion = errors.New("version requested")
 
 // parseOptions parses args (without the program name) into the options of
-// internal/syncapi/apiserver plus --v. The error is pflag.ErrHelp for -h, else a
-// usage error that the flag set has not printed yet.
-func parseOptions(args []string, stderr io.Writer) (*apiserver.Options, int, error) {
+// internal/syncapi/apiserver and component-base's logging configuration. The error is
+// pflag.ErrHelp for -h, else a usage error that the flag set has not printed yet.
+func parseOptions(args []string, stderr io.Writer) (*apiserver.Options, *logsapi.LoggingConfiguration, error) {
 	o := apiserver.NewOptions()
-	verbosity := 0
+	logging := logsapi.NewLoggingConfiguration()
+	fss := cliflag.NamedFlagSets{}
+	o.AddFlags(&fss)
+	logsapi.AddFlags(logging, fss.FlagSet("logging"))
+	showVersion := fss.FlagSet("generic").Bool("version", false, "print the version, the commit and its date, and exit")
 	fs := pflag.NewFlagSet("convoy-api", pflag.ContinueOnError)
+	for _, name := range fss.Order {
+		fs.AddFlagSet(fss.FlagSets[name])
+	}
 	fs.SetOutput(stderr)
-	o.AddFlags(fs)
-	showVersion := fs.Bool("version", false, "print the version, the commit and its date, and exit")
-	fs.IntVarP(&verbosity, "v", "v", 0, "log verbosity (1 also logs the probes, 3 every request of the generic server)")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: convoy-api [--kubeconfig F] [--secure-port N] [--tls-cert-file F --tls-private-key-file F] [--authentication-kubeconfig F] [--authorization-kubeconfig F] [--v N] ...\n")
-		fs.PrintDefaults()
+		fmt.Fprintf(stderr, "Usage: convoy-api [flags]\n")
+		cliflag.PrintSections(stderr, fss, 0)
 	}
 	if err := fs.Parse(args); err != nil {
-		return nil, 0, err
+		return nil, nil, err
 	}
 	if *showVersion {
-		return nil, 0, errVersion
+		return nil, nil, errVersion
 	}
 	if fs.NArg() > 0 {
-		return nil, 0, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+		return nil, nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	if err := o.Validate(); err != nil {
-		return nil, 0, err
+		return nil, nil, err
 	}
-	return o, verbosity, nil
+	return o, logging, nil
 }
 
 // run parses args, serves until ctx is done and then shuts down gracefully, and returns
 // the exit status. ready, when not nil, receives the address once the server is built
 // (it listens from then on).
 func run(ctx context.Context, args []string, stderr io.Writer, ready func(net.Addr)) int {
-	o, verbosity, err := parseOptions(args, stderr)
+	o, logging, err := parseOptions(args, stderr)
 	switch {
 	case errors.Is(err, pflag.ErrHelp):
 		return exitOK
@@ -73,11 +78,13 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(net.Ad
 		fmt.Fprintf(stderr, "convoy-api: %v\nRun 'convoy-api -h' for usage.\n", err)
 		return exitUsage
 	}
-	if err := setVerbosity(verbosity); err != nil {
+	// component-base's logger (klog's; text unless --logging-format=json) is the one of
+	// k8s.io/apiserver, of client-go and, through klog, of controller-runtime's cache.
+	if err := applyLogging(logging); err != nil {
 		fmt.Fprintf(stderr, "convoy-api: %v\n", err)
 		return exitUsage
 	}
-	ctrllog.SetLogger(klog.Background()) // the informer cache logs through controller-runtime
+	ctrllog.SetLogger(klog.Background())
 	if err := serve(ctx, o, ready); err != nil {
 		klog.ErrorS(err, "convoy-api failed")
 		klog.Flush()
@@ -87,11 +94,10 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(net.Ad
 	return exitOK
 }
 
-// setVerbosity sets klog's -v without exposing klog's other flags.
-func setVerbosity(v int) error {
-	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
-	klog.InitFlags(fs)
-	return fs.Set("v", strconv.Itoa(v))
+// applyLogging validates and applies the logging configuration (once per process;
+// the tests, which run the command many times in one, let an unchanged one be reapplied).
+func applyLogging(c *logsapi.LoggingConfiguration) error {
+	return logsapi.ValidateAndApply(c, nil)
 }
 
 // serve builds the server and serves until ctx is done.

@@ -11,6 +11,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
+	logsapi "k8s.io/component-base/logs/api/v1"
 	"math/big"
 	"net"
 	"net/http"
@@ -43,6 +44,9 @@ var (
 // client-certificate authentication of an aggregated API server does not work either.
 func TestMain(m *testing.M) {
 	selfexec.MainIfChild(main) // selfexec.Run's child: the binary itself
+	// The tests run the command many times in this process, each applying the same
+	// logging configuration.
+	logsapi.ReapplyHandling = logsapi.ReapplyHandlingIgnoreUnchanged
 	dir, err := os.MkdirTemp("", "convoy-api-test")
 	if err != nil {
 		panic(err)

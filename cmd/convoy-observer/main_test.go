@@ -1,16 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"go.uber.org/zap/zapcore"
-	"k8s.io/klog/v2"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/kumodo/convoy-observer/internal/testenv/selfexec"
 )
@@ -63,16 +58,43 @@ func TestInClusterFallback(t *testing.T) {
 	}
 }
 
-// TestKlogLinesAreJSON: what client-go logs through klog (a reflector's warning) comes
-// out as a JSON line of the observer's logger, not as klog's plain text.
-func TestKlogLinesAreJSON(t *testing.T) {
-	var buf bytes.Buffer
-	setupLogging(&zap.Options{StacktraceLevel: zapcore.DPanicLevel}, &buf)
-	klog.InfoS("Warning: watch ended with error", "reflector", "r")
-	klog.Flush()
-	line := strings.TrimSpace(buf.String())
-	var m map[string]any
-	if err := json.Unmarshal([]byte(line), &m); err != nil || m["msg"] != "Warning: watch ended with error" || m["reflector"] != "r" {
-		t.Fatalf("klog's line %q is not the logger's JSON: %v", line, err)
+// TestLogLinesAreJSON: by default every line on stderr is a JSON object of
+// component-base's logger (klog's, which controller-runtime and client-go both log
+// through), and --logging-format=text turns them into klog's text.
+func TestLogLinesAreJSON(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "missing")
+	_, stderr, code := selfexec.Run(t, nil, "--kubeconfig", missing)
+	if code != 1 || stderr == "" {
+		t.Fatalf("exit %d, stderr %q: want 1 and a logged error", code, stderr)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(stderr), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil || m["msg"] == nil {
+			t.Fatalf("stderr line %q is not a JSON log line: %v", line, err)
+		}
+	}
+	_, stderr, _ = selfexec.Run(t, nil, "--kubeconfig", missing, "--logging-format", "text")
+	if strings.HasPrefix(strings.TrimSpace(stderr), "{") || !strings.Contains(stderr, `"loading the kubeconfig"`) {
+		t.Fatalf("--logging-format=text: stderr %q, want klog's text line", stderr)
+	}
+}
+
+// TestUsageErrors: contradicting or out-of-range flags exit 2 before anything is
+// loaded, naming every problem; the deprecated --leader-election-namespace still sets
+// the Lease's namespace.
+func TestUsageErrors(t *testing.T) {
+	_, stderr, code := selfexec.Run(t, nil, "--disable-sync", "--sync-url", "https://x", "--workers", "0", "--leader-elect-resource-lock", "configmaps")
+	for _, want := range []string{"contradict", "--workers 0", "only leases"} {
+		if code != 2 || !strings.Contains(stderr, want) {
+			t.Errorf("exit %d, stderr %q: want 2 and %q", code, stderr, want)
+		}
+	}
+	_, stderr, code = selfexec.Run(t, nil, "--leader-elect", "--leader-election-namespace", "ns", "--kubeconfig", filepath.Join(t.TempDir(), "missing"))
+	if code != 1 || strings.Contains(stderr, "needs --leader-elect-resource-namespace") || !strings.Contains(stderr, "deprecated") {
+		t.Errorf("exit %d, stderr %q: want the Lease namespace taken from the deprecated flag (exit 1 at the kubeconfig)", code, stderr)
+	}
+	stdout, _, code := selfexec.Run(t, nil, "--no-such-flag")
+	if code != 2 || stdout != "" {
+		t.Errorf("an unknown flag: exit %d, stdout %q; want 2 and nothing on stdout", code, stdout)
 	}
 }

@@ -202,7 +202,7 @@ func noisyRelease(t *testing.T, ns, name string, interval time.Duration, entries
 // startReplica starts an observer watching namespaces with default flags.
 func startReplica(t *testing.T, namespaces ...string) func() {
 	t.Helper()
-	_, stop := startObserver(t, env.Config, observer.Options{Namespaces: namespaces, Workers: 64})
+	_, stop := startObserver(t, env.Config, options(func(o *observer.Options) { o.Management.Namespaces = namespaces }))
 	return stop
 }
 

@@ -73,6 +73,17 @@ func (s countingStatus) Apply(ctx context.Context, obj runtime.ApplyConfiguratio
 	return err
 }
 
+// options returns the flags' defaults (without the probe listener, so that replicas
+// run side by side) changed by set.
+func options(set func(o *observer.Options)) observer.Options {
+	o := observer.NewOptions()
+	o.Serving.ProbeAddr = "0"
+	if set != nil {
+		set(o)
+	}
+	return *o
+}
+
 // replica starts an observer replica and returns its write counter and a stop func.
 func replica(t *testing.T, ns string, o observer.Options) (*writes, func()) {
 	w, stop, _ := replicaWithManager(t, ns, o)
@@ -88,7 +99,7 @@ func replicaWithManager(t *testing.T, ns string, o observer.Options) (*writes, f
 func replicaOn(t *testing.T, cfg *rest.Config, ns string, o observer.Options) (*writes, func(), manager.Manager) {
 	t.Helper()
 	w := &writes{n: map[string]int{}}
-	o.Namespaces = []string{ns}
+	o.Management.Namespaces = []string{ns}
 	o.WrapWriter = w.wrap
 	mgr, stop := startObserver(t, cfg, o)
 	return w, stop, mgr
@@ -99,7 +110,7 @@ func replicaOn(t *testing.T, cfg *rest.Config, ns string, o observer.Options) (*
 func startObserver(t *testing.T, cfg *rest.Config, o observer.Options) (manager.Manager, func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	mgr, err := observer.New(ctx, cfg, o)
+	mgr, err := observer.New(ctx, cfg, &o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +118,7 @@ func startObserver(t *testing.T, cfg *rest.Config, o observer.Options) (manager.
 	go func() {
 		defer close(done)
 		if err := mgr.Start(ctx); err != nil {
-			t.Errorf("observer (shards %v): %v", o.Shards, err)
+			t.Errorf("observer (shards %v): %v", o.Management.Shards, err)
 		}
 	}()
 	var once sync.Once
@@ -196,8 +207,8 @@ func TestShardsSplitReleases(t *testing.T) {
 	cluster(t, ns, "cb", "b", nil)
 	release(t, ns, "ra", "ca", nil)
 	release(t, ns, "rb", "cb", nil)
-	wa, _ := replica(t, ns, observer.Options{Shards: []string{"a"}})
-	wb, _, mgrB := replicaWithManager(t, ns, observer.Options{Shards: []string{"b"}})
+	wa, _ := replica(t, ns, options(func(o *observer.Options) { o.Management.Shards = []string{"a"} }))
+	wb, _, mgrB := replicaWithManager(t, ns, options(func(o *observer.Options) { o.Management.Shards = []string{"b"} }))
 	waitReason(t, ns, "ra", v1alpha1.ReasonNotConfigured)
 	waitReason(t, ns, "rb", v1alpha1.ReasonNotConfigured)
 	eventually(t, "both writes to return", func() bool { return wa.get("ra") > 0 && wb.get("rb") > 0 })
@@ -247,8 +258,12 @@ func TestLeaderElectionPerShard(t *testing.T) {
 	ns := namespace(t)
 	cluster(t, ns, "c", "", nil)
 	release(t, ns, "r", "c", nil)
-	le := observer.Options{LeaderElect: true, LeaderElectionNamespace: ns,
-		LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 200 * time.Millisecond}
+	le := options(func(o *observer.Options) {
+		o.LeaderElection.LeaderElect, o.LeaderElection.ResourceNamespace = true, ns
+		o.LeaderElection.LeaseDuration.Duration = 2 * time.Second
+		o.LeaderElection.RenewDeadline.Duration = 1500 * time.Millisecond
+		o.LeaderElection.RetryPeriod.Duration = 200 * time.Millisecond
+	})
 	w1, stop1 := replica(t, ns, le)
 	w2, stop2 := replica(t, ns, le)
 	waitReason(t, ns, "r", v1alpha1.ReasonNotConfigured)

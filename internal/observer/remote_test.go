@@ -10,7 +10,6 @@ import (
 
 	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
-	"github.com/kumodo/convoy-observer/internal/observer"
 	"github.com/kumodo/convoy-observer/internal/testenv"
 )
 
@@ -46,7 +45,7 @@ func TestRemoteClusterDownAndBack(t *testing.T) {
 	inventory(t, ns, "on-remote", "default")
 	inventory(t, ns, "on-local", ns)
 
-	replica(t, ns, observer.Options{})
+	replica(t, ns, options(nil))
 	waitReason(t, ns, "on-remote", v1alpha1.ReasonHealthy)
 	waitReason(t, ns, "on-local", v1alpha1.ReasonHealthy)
 	kept := *summary(t, ns, "on-remote")

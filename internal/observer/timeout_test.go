@@ -44,7 +44,7 @@ func TestHungWriteIsCutAndRetried(t *testing.T) {
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
 		return hangingStatusWrites{next: rt, hang: 2, seen: &seen}
 	}
-	replicaOn(t, cfg, ns, observer.Options{RequestTimeout: 500 * time.Millisecond})
+	replicaOn(t, cfg, ns, options(func(o *observer.Options) { o.Management.RequestTimeout = 500 * time.Millisecond }))
 	waitReason(t, ns, "r", v1alpha1.ReasonNotConfigured)
 	if n := seen.Load(); n < 3 {
 		t.Fatalf("%d status writes, want the 2 held ones and the one that landed", n)

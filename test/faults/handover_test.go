@@ -17,7 +17,7 @@ const replicaPrefix = "replica-"
 // leaderElectionArgs are the flags of a replica of the one shard: a short lease, so that
 // a killed leader is replaced within seconds.
 func leaderElectionArgs(ns string) []string {
-	return []string{"--leader-elect", "--leader-election-namespace", ns,
+	return []string{"--leader-elect", "--leader-elect-resource-namespace", ns,
 		"--leader-elect-lease-duration", "3s", "--leader-elect-renew-deadline", "2s", "--leader-elect-retry-period", "500ms"}
 }
 

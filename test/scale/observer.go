@@ -35,7 +35,7 @@ func (r *run) startObserver(ctx context.Context) (*exec.Cmd, string, error) {
 	metricsAddr := ln.Addr().String()
 	ln.Close()
 	args := append([]string{"--kubeconfig", kcPath, "--sync-url", sync.URL,
-		"--metrics-bind-address", metricsAddr, "--health-probe-bind-address", "0", "--zap-log-level", "info"}, r.cfg.Args...)
+		"--metrics-bind-address", metricsAddr, "--health-probe-bind-address", "0", "--v", "0"}, r.cfg.Args...)
 	cmd := exec.Command(r.cfg.Binary, args...)
 	logf, err := os.Create(filepath.Join(r.dir, "observer.log"))
 	if err != nil {

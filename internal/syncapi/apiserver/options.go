@@ -5,10 +5,11 @@ import (
 	"fmt"
 	"net"
 
-	"github.com/spf13/pflag"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
+	cliflag "k8s.io/component-base/cli/flag"
+
+	"github.com/kumodo/convoy-observer/internal/ownconfig"
 )
 
 // DefaultSecurePort is the HTTPS port of convoy-api (--secure-port).
@@ -58,14 +59,16 @@ func NewOptions() *Options {
 	return o
 }
 
-// AddFlags adds the flags of all options to fs.
-func (o *Options) AddFlags(fs *pflag.FlagSet) {
+// AddFlags adds the flags of all options to fss, one section per group (the sections
+// of --help), as metrics-server's options do.
+func (o *Options) AddFlags(fss *cliflag.NamedFlagSets) {
+	fs := fss.FlagSet("management cluster")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig file of the cluster that holds the Releases (default: the in-cluster config); also the default of --authentication-kubeconfig and --authorization-kubeconfig")
 	fs.Float32Var(&o.QPS, "kube-api-qps", o.QPS, "queries per second of the client that patches Releases (each /sync is one PATCH); /health reads from an informer cache")
 	fs.IntVar(&o.Burst, "kube-api-burst", o.Burst, "burst of that client")
-	o.SecureServing.AddFlags(fs)
-	o.Authentication.AddFlags(fs)
-	o.Authorization.AddFlags(fs)
+	o.SecureServing.AddFlags(fss.FlagSet("secure serving"))
+	o.Authentication.AddFlags(fss.FlagSet("authentication"))
+	o.Authorization.AddFlags(fss.FlagSet("authorization"))
 }
 
 // Validate returns every problem of the options.
@@ -99,17 +102,11 @@ func (o *Options) Complete() error {
 }
 
 // restConfig loads --kubeconfig, or the in-cluster config without it (no
-// other fallback), with the client limits.
+// other fallback: ownconfig.Load), with the client limits.
 func (o *Options) restConfig() (*rest.Config, error) {
-	var cfg *rest.Config
-	var err error
-	if o.Kubeconfig != "" {
-		cfg, err = clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
-		if err != nil {
-			return nil, fmt.Errorf("loading --kubeconfig %s: %w", o.Kubeconfig, err)
-		}
-	} else if cfg, err = rest.InClusterConfig(); err != nil {
-		return nil, fmt.Errorf("no --kubeconfig and no in-cluster config: %w", err)
+	cfg, err := ownconfig.Load(o.Kubeconfig)
+	if err != nil {
+		return nil, err
 	}
 	cfg.QPS, cfg.Burst = o.QPS, o.Burst
 	cfg.UserAgent = "convoy-api"
