@@ -33,8 +33,9 @@ const (
 type coverageOptions struct {
 	rules, objects, kinds, resources []string
 	guess                            bool
-	kubeconfig, context, namespace   string
 	served                           bool
+	// fromCluster: a connection flag was given (the cluster's Releases are checked).
+	fromCluster bool
 }
 
 // newHealthCoverageCommand builds `health coverage`.
@@ -55,7 +56,7 @@ objects; a ReleaseInventory stands for its entries) and the kinds of --kind
 comes from --resource KIND=plural, the built-in kinds, or --guess-resources, as in
 health eval.
 
-From a cluster (--kubeconfig, --context): every Release (of -n NAMESPACE, else of all
+From a cluster (any of kubectl's connection flags but -n: --kubeconfig, --context, …): every Release (of -n NAMESPACE, else of all
 namespaces) with spec.healthAssessment, its ReleaseInventory's entries and the rule sets
 it selects, as the health loop selects them; the rule sets of --rules, when given, are
 added to every Release's selection (to see what selecting them would judge). Releases
@@ -78,6 +79,7 @@ read, 2 on a usage error or unreadable input.`,
 			if ctx == nil {
 				ctx = context.Background()
 			}
+			o.fromCluster = env.conn.given(cmd)
 			return o.run(ctx, env)
 		},
 	}
@@ -87,9 +89,6 @@ read, 2 on a usage error or unreadable input.`,
 	f.StringArrayVar(&o.kinds, "kind", nil, "APIVERSION/KIND of objects to check, such as apps/v1/Deployment (repeatable)")
 	f.StringArrayVar(&o.resources, "resource", nil, "KIND=plural or KIND.GROUP=plural: the resource of a kind (repeatable)")
 	f.BoolVar(&o.guess, "guess-resources", false, "guess the resource of a kind that nothing names")
-	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of a management cluster whose Releases to check")
-	f.StringVar(&o.context, "context", "", "kubeconfig context (with --kubeconfig)")
-	f.StringVarP(&o.namespace, "namespace", "n", "", "namespace of the Releases (with --kubeconfig; default: all namespaces)")
 	f.BoolVar(&o.served, "served", false, "also check every resource the cluster serves (with --kubeconfig)")
 	return cmd
 }
@@ -196,14 +195,14 @@ func (c *coverage) print(out io.Writer, what string) error {
 
 // run checks the flags, then reads the files or the cluster, and reports.
 func (o *coverageOptions) run(ctx context.Context, env *cliEnv) error {
-	fromCluster := o.kubeconfig != "" || o.context != ""
+	fromCluster := o.fromCluster
 	switch {
 	case fromCluster && (len(o.objects) > 0 || len(o.kinds) > 0):
 		return usageError(errors.New("--object and --kind check files; --kubeconfig checks a cluster's Releases: use one or the other"))
-	case !fromCluster && (o.namespace != "" || o.served):
-		return usageError(errors.New("-n and --served need --kubeconfig"))
+	case !fromCluster && (env.conn.namespace() != "" || o.served):
+		return usageError(errors.New("-n and --served need a cluster: --kubeconfig, --context or another connection flag"))
 	case !fromCluster && len(o.rules) == 0:
-		return usageError(errors.New("give --rules with --object or --kind, or --kubeconfig to check a cluster's Releases"))
+		return usageError(errors.New("give --rules with --object or --kind, or --kubeconfig (or --context, …) to check a cluster's Releases"))
 	case !fromCluster && len(o.objects) == 0 && len(o.kinds) == 0:
 		return usageError(errors.New("give --object or --kind: the objects whose kinds to check"))
 	}
@@ -223,7 +222,7 @@ func (o *coverageOptions) run(ctx context.Context, env *cliEnv) error {
 
 // runFiles reports on the objects and kinds of the files.
 func (o *coverageOptions) runFiles(env *cliEnv, global []extv1alpha1.GlobalHealthRuleSet, local []extv1alpha1.HealthRuleSet) error {
-	mapper, err := newResourceMapper(o.resources, "", o.guess)
+	mapper, err := newResourceMapper(o.resources, nil, false, o.guess)
 	if err != nil {
 		return err
 	}

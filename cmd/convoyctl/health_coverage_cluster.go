@@ -12,7 +12,6 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
@@ -22,15 +21,12 @@ import (
 	"github.com/kumodo/convoy-observer/internal/scheme"
 )
 
-// managementClient loads the kubeconfig (path "" : the default rules, $KUBECONFIG then
-// ~/.kube/config) at context ("" : its current one) and returns its config and a client
-// of this project's types; errors exit 1 (exitClusterError).
-func managementClient(kubeconfig, context string) (*rest.Config, client.Client, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = kubeconfig
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: context}).ClientConfig()
+// managementClient returns the config of the connection flags and a client of this
+// project's types; errors exit 1 (exitClusterError).
+func managementClient(conn *connection) (*rest.Config, client.Client, error) {
+	cfg, err := conn.restConfig()
 	if err != nil {
-		return nil, nil, &exitError{code: exitClusterError, err: fmt.Errorf("loading the kubeconfig: %w", err)}
+		return nil, nil, &exitError{code: exitClusterError, err: err}
 	}
 	cl, err := client.New(cfg, client.Options{Scheme: scheme.New()})
 	if err != nil {
@@ -42,14 +38,14 @@ func managementClient(kubeconfig, context string) (*rest.Config, client.Client, 
 // runCluster reports on the Releases of a cluster and, with --served, its served
 // resources.
 func (o *coverageOptions) runCluster(ctx context.Context, env *cliEnv, extraGlobal []extv1alpha1.GlobalHealthRuleSet, extraLocal []extv1alpha1.HealthRuleSet) error {
-	cfg, cl, err := managementClient(o.kubeconfig, o.context)
+	cfg, cl, err := managementClient(env.conn)
 	if err != nil {
 		return err
 	}
 	var releases v1alpha1.ReleaseList
 	var opts []client.ListOption
-	if o.namespace != "" {
-		opts = append(opts, client.InNamespace(o.namespace))
+	if ns := env.conn.namespace(); ns != "" {
+		opts = append(opts, client.InNamespace(ns))
 	}
 	if err := cl.List(ctx, &releases, opts...); err != nil {
 		return &exitError{code: exitClusterError, err: fmt.Errorf("listing Releases: %w", err)}

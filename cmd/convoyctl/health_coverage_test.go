@@ -102,7 +102,7 @@ spec:
 		{"unknown resource", []string{"--rules", rules, "--kind", "example.com/v1/Gadget"}, exitUsage, "no resource known for kind Gadget of example.com/v1: name it with --resource Gadget=PLURAL, or --guess-resources"},
 		{"missing file", []string{"--rules", rules, "--object", objects + ".missing"}, exitUsage, "reading objects"},
 		{"files and cluster", []string{"--rules", rules, "--object", objects, "--kubeconfig", objects}, exitUsage, "use one or the other"},
-		{"served without cluster", []string{"--rules", rules, "--object", objects, "--served"}, exitUsage, "need --kubeconfig"},
+		{"served without cluster", []string{"--rules", rules, "--object", objects, "--served"}, exitUsage, "need a cluster: --kubeconfig"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -34,11 +34,12 @@ type evalOptions struct {
 	firstUnhealthy string
 	now            string
 	resources      []string
-	kubeconfig     string
 	guess          bool
 	failFast       bool
-	// release, context and serviceAccount are --release and its connection.
-	release, context, serviceAccount string
+	// release and serviceAccount are --release and the read identity it assumes.
+	release, serviceAccount string
+	// cluster: a connection flag was given (discovery, or --release's management cluster).
+	cluster bool
 }
 
 // evalLine is one line of output. The field order is fixed (docs/design.md, "Command line").
@@ -120,6 +121,7 @@ Exit status: 0 when every object was evaluated (whatever its state), 1 when a ru
 does not compile, 2 on a usage error or unreadable input, 130 when interrupted.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.cluster = env.conn.given(cmd)
 			return o.run(cmd.Context(), env)
 		},
 	}
@@ -131,10 +133,8 @@ does not compile, 2 on a usage error or unreadable input, 130 when interrupted.`
 	f.StringVar(&o.firstUnhealthy, "first-unhealthy", "", "firstUnhealthy anchor of every object, RFC 3339 (default: unset, so a failure starts its clock at --now)")
 	f.StringVar(&o.now, "now", "", "time of the evaluation, RFC 3339 (default: the current time)")
 	f.StringArrayVar(&o.resources, "resource", nil, "KIND=plural or KIND.GROUP=plural: the resource of a kind (repeatable)")
-	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of a cluster whose discovery maps kinds to resources; with --release, of the management cluster the Release is read from")
 	f.BoolVar(&o.guess, "guess-resources", false, "guess the resource of a kind that nothing names, and report the guess")
 	f.StringVar(&o.release, "release", "", "NAMESPACE/NAME: evaluate the Release's recorded objects, read live, with the rule sets it selects and the --rules files (read-only)")
-	f.StringVar(&o.context, "context", "", "with --release: the kubeconfig context of the management cluster")
 	f.StringVar(&o.serviceAccount, "default-service-account", clustercache.DefaultServiceAccount,
 		"with --release: the observer's --default-service-account, the read identity of a Cluster that names none")
 	return cmd
@@ -148,8 +148,8 @@ func (o *evalOptions) run(ctx context.Context, env *cliEnv) error {
 		return usageError(errors.New("--release reads the objects, deadline, failFast and firstUnhealthy of the Release: --object, --deadline, --first-unhealthy, --fail-fast, --resource and --guess-resources do not apply"))
 	case o.release == "" && (len(o.rules) == 0 || len(o.objects) == 0):
 		return usageError(errors.New("give --rules and --object (or --release NAMESPACE/NAME)"))
-	case o.release == "" && (o.context != "" || o.serviceAccount != clustercache.DefaultServiceAccount):
-		return usageError(errors.New("--context and --default-service-account apply to --release only"))
+	case o.release == "" && o.serviceAccount != clustercache.DefaultServiceAccount:
+		return usageError(errors.New("--default-service-account applies to --release only"))
 	}
 	deadline, err := parseDeadline(o.deadline)
 	if err != nil {
@@ -195,7 +195,7 @@ func (o *evalOptions) run(ctx context.Context, env *cliEnv) error {
 		objects = append(objects, objs...)
 	}
 
-	mapper, err := newResourceMapper(o.resources, o.kubeconfig, o.guess)
+	mapper, err := newResourceMapper(o.resources, env.conn, o.cluster, o.guess)
 	if err != nil {
 		return err
 	}

@@ -52,7 +52,7 @@ func (o *evalOptions) runRelease(ctx context.Context, env *cliEnv, now time.Time
 	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
 		return usageError(fmt.Errorf("--release %q: want NAMESPACE/NAME", o.release))
 	}
-	cfg, cl, err := managementClient(o.kubeconfig, o.context)
+	cfg, cl, err := managementClient(env.conn)
 	if err != nil {
 		return err
 	}

@@ -12,7 +12,6 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/restmapper"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/kube-openapi/pkg/validation/spec"
 
 	"github.com/kumodo/convoy-observer/health/lint"
@@ -20,7 +19,6 @@ import (
 
 // newHealthLintCommand builds `health lint FILE|DIR… [--schema F|DIR…] [--kubeconfig F]`.
 func newHealthLintCommand(env *cliEnv) *cobra.Command {
-	var kubeconfig string
 	var schemas []string
 	cmd := &cobra.Command{
 		Use:   "lint FILE|DIR… [--schema FILE|DIR…] [--kubeconfig F]",
@@ -101,8 +99,8 @@ has an error finding, 2 on a usage error or unreadable input.`,
 				}
 				src = append(src, fromFiles)
 			}
-			if kubeconfig != "" {
-				cs, err := newClusterSchemas(kubeconfig)
+			if env.conn.given(cmd) {
+				cs, err := newClusterSchemas(env.conn)
 				if err != nil {
 					return inputError(err)
 				}
@@ -123,7 +121,6 @@ has an error finding, 2 on a usage error or unreadable input.`,
 		},
 	}
 	cmd.Flags().StringArrayVar(&schemas, "schema", nil, "file or directory of CustomResourceDefinitions whose schemas type-check the rules of their resources (repeatable)")
-	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig of a cluster whose discovery and /openapi/v3 give the schemas of other resources (CRDs)")
 	return cmd
 }
 
@@ -136,10 +133,10 @@ type clusterSchemas struct {
 	resources []schema.GroupVersionResource
 }
 
-func newClusterSchemas(kubeconfig string) (*clusterSchemas, error) {
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+func newClusterSchemas(conn *connection) (*clusterSchemas, error) {
+	cfg, err := conn.restConfig()
 	if err != nil {
-		return nil, fmt.Errorf("reading --kubeconfig: %w", err)
+		return nil, err
 	}
 	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {

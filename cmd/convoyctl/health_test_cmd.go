@@ -220,7 +220,7 @@ func runTestFile(env *cliEnv, path string) ([]testResult, error) {
 	for kind, plural := range tf.Resources {
 		specs = append(specs, kind+"="+plural)
 	}
-	mapper, err := newResourceMapper(specs, "", false)
+	mapper, err := newResourceMapper(specs, nil, false, false)
 	if err != nil {
 		return nil, err
 	}

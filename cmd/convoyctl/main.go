@@ -73,6 +73,7 @@ type cliEnv struct {
 	stdout io.Writer
 	stderr io.Writer
 	now    func() time.Time // the default of --now
+	conn   *connection      // kubectl's connection flags, set by newRootCommand
 }
 
 // exitError carries the exit status of a failed command.

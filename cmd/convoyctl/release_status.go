@@ -13,7 +13,6 @@ import (
 	"github.com/spf13/pflag"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kumodo/convoy-observer/internal/syncapi"
 	syncapiclient "github.com/kumodo/convoy-observer/internal/syncapi/client"
@@ -32,22 +31,18 @@ const releaseRequestTimeout = 30 * time.Second
 // URL of convoy-api (--api-url) with the kubeconfig's credentials when there is one.
 // The release commands share them; connect turns them into a client.
 type releaseAPIFlags struct {
-	kubeconfig, context, namespace string
-	apiURL, apiCAFile              string
+	apiURL, apiCAFile string
 }
 
 // add registers the flags on fs.
 func (f *releaseAPIFlags) add(fs *pflag.FlagSet) {
-	fs.StringVarP(&f.namespace, "namespace", "n", "", "namespace of the Release (default: the kubeconfig context's, else default)")
-	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, else ~/.kube/config)")
-	fs.StringVar(&f.context, "context", "", "kubeconfig context (default: the current context)")
 	fs.StringVar(&f.apiURL, "api-url", "", "base URL of convoy-api itself, bypassing the kube-apiserver (debugging); the kubeconfig's credentials are sent when there is one")
 	fs.StringVar(&f.apiCAFile, "api-ca-file", "", "PEM CA that signed convoy-api's serving certificate, for an https --api-url (default: the system roots)")
 }
 
 // connect returns a client for the subresources and the namespace to use. Bad flags are
 // usage errors; an unusable kubeconfig is an endpoint error.
-func (f *releaseAPIFlags) connect() (*syncapiclient.Client, string, error) {
+func (f *releaseAPIFlags) connect(conn *connection) (*syncapiclient.Client, string, error) {
 	if f.apiURL != "" {
 		u, err := url.Parse(f.apiURL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -56,25 +51,20 @@ func (f *releaseAPIFlags) connect() (*syncapiclient.Client, string, error) {
 	} else if f.apiCAFile != "" {
 		return nil, "", usageError(errors.New("--api-ca-file needs --api-url"))
 	}
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = f.kubeconfig
-	kc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: f.context})
-	namespace := f.namespace
-	cfg, err := kc.ClientConfig()
+	cfg, err := conn.restConfig()
+	namespace := "default"
 	switch {
 	case err == nil:
-		if namespace == "" {
-			if namespace, _, err = kc.Namespace(); err != nil {
-				return nil, "", &exitError{code: exitEndpointError, err: fmt.Errorf("reading the kubeconfig: %w", err)}
-			}
+		if namespace, err = conn.defaultNamespace(); err != nil {
+			return nil, "", &exitError{code: exitEndpointError, err: err}
 		}
-	case clientcmd.IsEmptyConfig(err) && f.apiURL != "" && f.kubeconfig == "" && f.context == "":
+	case errors.Is(err, errNoKubeconfig) && f.apiURL != "":
 		cfg = &rest.Config{} // no kubeconfig at all: an anonymous call to --api-url
+		if ns := conn.namespace(); ns != "" {
+			namespace = ns
+		}
 	default:
-		return nil, "", &exitError{code: exitEndpointError, err: fmt.Errorf("loading the kubeconfig (or use --api-url): %w", err)}
-	}
-	if namespace == "" {
-		namespace = "default"
+		return nil, "", &exitError{code: exitEndpointError, err: fmt.Errorf("%w (or use --api-url)", err)}
 	}
 	cfg.Timeout = releaseRequestTimeout
 	if f.apiURL != "" {
@@ -158,7 +148,7 @@ is denied, nothing answers, the kubeconfig is unusable), 2 on a usage error.`,
 			if output != "table" && output != "json" {
 				return usageError(fmt.Errorf("invalid --output %q: want table or json", output))
 			}
-			fetch, _, err := f.fetcher(args[0])
+			fetch, _, err := f.fetcher(env.conn, args[0])
 			if err != nil {
 				return err
 			}

@@ -12,16 +12,20 @@ import (
 	"github.com/kumodo/convoy-observer/internal/syncapi"
 )
 
-// authRecorder serves next and remembers the last Authorization header.
+// authRecorder serves next and remembers the last Authorization and impersonation
+// headers.
 type authRecorder struct {
-	next func(http.ResponseWriter, *http.Request)
-	mu   sync.Mutex
-	auth string
+	next   func(http.ResponseWriter, *http.Request)
+	mu     sync.Mutex
+	auth   string
+	as     string
+	groups []string
 }
 
 func (a *authRecorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	a.mu.Lock()
 	a.auth = r.Header.Get("Authorization")
+	a.as, a.groups = r.Header.Get("Impersonate-User"), r.Header.Values("Impersonate-Group")
 	a.mu.Unlock()
 	a.next(w, r)
 }
@@ -30,6 +34,13 @@ func (a *authRecorder) last() string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.auth
+}
+
+// impersonated returns the last request's Impersonate-User and Impersonate-Group.
+func (a *authRecorder) impersonated() (string, []string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.as, a.groups
 }
 
 // healthBody is a /health answer with entries in all states, a cluster-scoped core-less
@@ -147,6 +158,17 @@ func TestReleaseStatus(t *testing.T) {
 		"Release default/empty  renderCurrent=true  total=0 healthy=0 progressing=0 degraded=0 unknown=0\n\nNo inventory entries.\n", "")
 	if got := srv.Config.Handler.(*authRecorder).last(); got != "Bearer t0ken" {
 		t.Errorf("Authorization = %q, want the kubeconfig's token", got)
+	}
+	// kubectl's connection flags: impersonation and a token that replaces the
+	// kubeconfig's (an https server again, for the credentials).
+	assertRun(t, []string{"release", "status", "shop", "-n", "demo", "--kubeconfig", elsewhere, "--api-url", srv.URL,
+		"--as", "alice", "--as-group", "team-a", "--as-group", "system:authenticated", "--token", "other"}, exitOK, wantStatus, "")
+	rec := srv.Config.Handler.(*authRecorder)
+	if as, groups := rec.impersonated(); as != "alice" || strings.Join(groups, ",") != "team-a,system:authenticated" {
+		t.Errorf("Impersonate-User %q, Impersonate-Group %q; want alice and team-a,system:authenticated", as, groups)
+	}
+	if got := rec.last(); got != "Bearer other" {
+		t.Errorf("Authorization = %q, want the --token", got)
 	}
 }
 

@@ -109,7 +109,7 @@ Exit status:
 			if o.timeout <= 0 || o.interval <= 0 {
 				return usageError(errors.New("--timeout and --interval must be positive"))
 			}
-			fetch, namespace, err := src.fetcher(args[0])
+			fetch, namespace, err := src.fetcher(env.conn, args[0])
 			if err != nil {
 				return err
 			}
@@ -227,8 +227,8 @@ func fatalReadError(err error) bool {
 // fetcher connects with the flags and returns the read of the health of the Release
 // name, the one path of release status, release status --watch and release wait, and
 // the namespace it reads in.
-func (f *releaseAPIFlags) fetcher(name string) (healthFetch, string, error) {
-	c, namespace, err := f.connect()
+func (f *releaseAPIFlags) fetcher(conn *connection, name string) (healthFetch, string, error) {
+	c, namespace, err := f.connect(conn)
 	if err != nil {
 		return nil, "", err
 	}

@@ -13,7 +13,6 @@ import (
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/restmapper"
-	"k8s.io/client-go/tools/clientcmd"
 	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 	apiregistrationv1beta1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1beta1"
 )
@@ -36,9 +35,9 @@ type resourceMapping struct {
 }
 
 // newResourceMapper builds the mapper of health eval from its flags. specs are the
-// --resource values (KIND=plural or KIND.GROUP=plural); kubeconfig, when set, adds the
-// cluster's discovery.
-func newResourceMapper(specs []string, kubeconfig string, guess bool) (*resourceMapper, error) {
+// --resource values (KIND=plural or KIND.GROUP=plural); fromCluster (a connection flag
+// given) adds the discovery of conn's cluster.
+func newResourceMapper(specs []string, conn *connection, fromCluster, guess bool) (*resourceMapper, error) {
 	m := &resourceMapper{explicit: map[string]string{}, guess: guess}
 	for _, s := range specs {
 		kind, plural, ok := strings.Cut(s, "=")
@@ -48,10 +47,10 @@ func newResourceMapper(specs []string, kubeconfig string, guess bool) (*resource
 		}
 		m.explicit[kind] = plural
 	}
-	if kubeconfig != "" {
-		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if fromCluster {
+		cfg, err := conn.restConfig()
 		if err != nil {
-			return nil, inputError(fmt.Errorf("reading --kubeconfig: %w", err))
+			return nil, inputError(err)
 		}
 		dc, err := discovery.NewDiscoveryClientForConfig(cfg)
 		if err != nil {

@@ -24,6 +24,7 @@ func newRootCommand(env *cliEnv) *cobra.Command {
 	root.SetOut(env.stdout)
 	root.SetErr(env.stderr)
 	root.CompletionOptions.DisableDefaultCmd = true
+	env.conn = newConnection(root.PersistentFlags())
 	root.AddCommand(newHealthCommand(env))
 	root.AddCommand(newReleaseCommand(env))
 	return root
