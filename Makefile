@@ -6,7 +6,7 @@ SHELL := /usr/bin/env bash
 # kube-scheduler, kwok), built from the Go module proxy and cached per version.
 CONTROLPLANE = hack/controlplane.sh path
 
-.PHONY: all build test test-faults fuzz e2e generate vet lint demo controlplane bench bench-scale bench-api images images-push release
+.PHONY: all build kubectl-convoy test test-faults fuzz e2e generate vet lint demo controlplane bench bench-scale bench-api images images-push release
 
 all: build
 
@@ -43,12 +43,22 @@ images-push:
 
 ## release: dist/install.yaml (config/default with the images pinned to the digests of
 ## bin/images, named REGISTRY/NAME@sha256:…, labelled app.kubernetes.io/version=VERSION) and
-## dist/rules-library.yaml (config/rules/library). Builds the images first; push them with
-## make images-push (same REGISTRY and VERSION): the digests are the same.
+## dist/rules-library.yaml (config/rules/library), and the kubectl plugin: dist/convoy.yaml
+## (its krew manifest) and one dist/kubectl-convoy_VERSION_OS_ARCH.tar.gz per platform, to be
+## published at PLUGIN_URL (default: the repository's release download URL of VERSION).
+## Builds the images first; push them with make images-push (same REGISTRY and VERSION):
+## the digests are the same.
+PLUGIN_URL ?=
 release:
 	@[ -n "$(VERSION)" ] && [ -n "$(REGISTRY)" ] || { echo "usage: make release REGISTRY=registry.example.com/convoy VERSION=v0.1.0" >&2; exit 2; }
 	$(MAKE) images VERSION=$(VERSION)
 	go run ./hack/release --images bin/images --registry "$(REGISTRY)" --version $(VERSION) --out dist
+	go run ./hack/images plugin --out dist --version $(VERSION) $(if $(PLUGIN_URL),--url $(PLUGIN_URL))
+
+## kubectl-convoy: convoyctl as the kubectl plugin, bin/kubectl-convoy (put bin/ on $$PATH,
+## then: kubectl convoy release status NAME -n NAMESPACE).
+kubectl-convoy:
+	go build -o bin/kubectl-convoy ./cmd/convoyctl
 
 ## controlplane: build the control-plane binaries (cold: 35 min on 2 busy cores, with progress; then cached).
 controlplane:

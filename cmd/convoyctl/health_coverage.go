@@ -243,7 +243,7 @@ func (o *coverageOptions) runFiles(env *cliEnv, global []extv1alpha1.GlobalHealt
 			}
 			if m.guessed && !guessed[kind+" "+apiVersion] {
 				guessed[kind+" "+apiVersion] = true
-				fmt.Fprintf(env.stderr, "convoyctl: guessed resource %q for kind %s of %s; name it with --resource %s=PLURAL\n", m.resource, sk, sv, sk)
+				fmt.Fprintf(env.stderr, "%s: guessed resource %q for kind %s of %s; name it with --resource %s=PLURAL\n", env.name, m.resource, sk, sv, sk)
 			}
 			resource = m.resource
 		}

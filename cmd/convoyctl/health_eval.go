@@ -188,8 +188,8 @@ func (o *evalOptions) run(ctx context.Context, env *cliEnv) error {
 		// evaluated, since the rules do not need the name, but not silently.
 		for i := range objs {
 			if objs[i].GetName() == "" {
-				fmt.Fprintf(env.stderr, "convoyctl: warning: object %d of %s (%s of %s) has no metadata.name, which a live object always has: "+
-					"evaluated as given, its line has an empty name\n", i+1, path, sanitize(objs[i].GetKind()), sanitize(objs[i].GetAPIVersion()))
+				fmt.Fprintf(env.stderr, "%s: warning: object %d of %s (%s of %s) has no metadata.name, which a live object always has: "+
+					"evaluated as given, its line has an empty name\n", env.name, i+1, path, sanitize(objs[i].GetKind()), sanitize(objs[i].GetAPIVersion()))
 			}
 		}
 		objects = append(objects, objs...)
@@ -207,7 +207,7 @@ func (o *evalOptions) run(ctx context.Context, env *cliEnv) error {
 		}
 		if m.guessed {
 			kind := sanitize(objects[i].GetKind())
-			fmt.Fprintf(env.stderr, "convoyctl: guessed resource %q for kind %s of %s (%s); name it with --resource %s=PLURAL\n",
+			fmt.Fprintf(env.stderr, "%s: guessed resource %q for kind %s of %s (%s); name it with --resource %s=PLURAL\n", env.name,
 				m.resource, kind, sanitize(objects[i].GetAPIVersion()), sanitize(objectName(&objects[i])), kind)
 		}
 		mappings[i] = m

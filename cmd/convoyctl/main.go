@@ -46,6 +46,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -63,13 +65,28 @@ const (
 func main() {
 	// Ctrl-C (or SIGTERM) ends release status --watch and release wait cleanly.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := runContext(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	code := runNamed(ctx, commandName(os.Args[0]), os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }
 
+// pluginBinary is the name of the binary as a kubectl plugin: kubectl runs
+// `kubectl convoy ARGS…` as `kubectl-convoy ARGS…` found on $PATH (make kubectl-convoy,
+// or the krew manifest of make release).
+const pluginBinary = "kubectl-convoy"
+
+// commandName returns the name the command was called by, from argv0 (its path): "kubectl
+// convoy" for the plugin binary (with or without .exe), else "convoyctl".
+func commandName(argv0 string) string {
+	if strings.TrimSuffix(filepath.Base(argv0), ".exe") == pluginBinary {
+		return "kubectl convoy"
+	}
+	return "convoyctl"
+}
+
 // cliEnv is what the commands read and write; tests replace it.
 type cliEnv struct {
+	name   string // the command's name in help and errors: convoyctl, or kubectl convoy
 	stdout io.Writer
 	stderr io.Writer
 	now    func() time.Time // the default of --now
@@ -102,14 +119,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 // runContext is run with a context that ends long-running commands when it is done.
 func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	env := &cliEnv{stdout: stdout, stderr: stderr, now: time.Now}
+	return runNamed(ctx, "convoyctl", args, stdout, stderr)
+}
+
+// runNamed is runContext for the command called name (commandName).
+func runNamed(ctx context.Context, name string, args []string, stdout, stderr io.Writer) int {
+	env := &cliEnv{name: name, stdout: stdout, stderr: stderr, now: time.Now}
 	root := newRootCommand(env)
 	root.SetArgs(args)
 	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return exitOK
 	}
-	fmt.Fprintf(stderr, "convoyctl: %s\n", sanitizeLines(err.Error()))
+	fmt.Fprintf(stderr, "%s: %s\n", name, sanitizeLines(err.Error()))
 	var ee *exitError
 	if errors.As(err, &ee) {
 		if ee.hint {

@@ -166,7 +166,7 @@ func runWait(ctx context.Context, env *cliEnv, release string, fetch healthFetch
 				return true, nil
 			}
 			if lastErr == nil || lastErr.Error() != err.Error() {
-				fmt.Fprintf(env.stderr, "convoyctl: %s (retrying)\n", sanitizeLines(err.Error()))
+				fmt.Fprintf(env.stderr, "%s: %s (retrying)\n", env.name, sanitizeLines(err.Error()))
 			}
 			lastErr = err
 			return false, nil

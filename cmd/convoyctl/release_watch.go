@@ -28,7 +28,7 @@ func runWatch(ctx context.Context, env *cliEnv, fetch healthFetch, interval time
 		h, err := fetch(ctx)
 		if err != nil {
 			if ctx.Err() == nil && err.Error() != lastErr {
-				fmt.Fprintf(env.stderr, "convoyctl: %s (retrying)\n", sanitizeLines(err.Error()))
+				fmt.Fprintf(env.stderr, "%s: %s (retrying)\n", env.name, sanitizeLines(err.Error()))
 				lastErr = err.Error()
 			}
 			return false, nil

@@ -19,8 +19,10 @@ func newRootCommand(env *cliEnv) *cobra.Command {
 		SilenceUsage:  true,
 		// --version prints "convoyctl VERSION (commit C, date D, GO PLATFORM)".
 		Version: version.Get().String(),
+		// Help and errors name the command as it was called (kubectl convoy as a plugin).
+		Annotations: map[string]string{cobra.CommandDisplayNameAnnotation: env.name},
 	}
-	root.SetVersionTemplate("convoyctl {{.Version}}\n")
+	root.SetVersionTemplate(env.name + " {{.Version}}\n")
 	root.SetOut(env.stdout)
 	root.SetErr(env.stderr)
 	root.CompletionOptions.DisableDefaultCmd = true

@@ -3,6 +3,7 @@
 //
 //	go run ./hack/images build [--out bin/images] [--platforms linux/amd64,linux/arm64] [--version V]
 //	go run ./hack/images push --registry REGISTRY [--out bin/images] [--version V]
+//	go run ./hack/images plugin --out dist [--url URL] [--platforms …] [--version V]
 //
 // build compiles each binary as a static executable (CGO_ENABLED=0, -trimpath) and
 // assembles, on an empty base, an image of two layers:
@@ -23,6 +24,10 @@
 // push copies each OUT/NAME index to REGISTRY/NAME:VERSION (credentials of the Docker
 // config, ~/.docker/config.json, as docker login writes them) and prints
 // REGISTRY/NAME@DIGEST; the digest is the one built, so the pinned manifest matches.
+//
+// plugin archives convoyctl as the kubectl plugin kubectl-convoy, one tar.gz per platform
+// (linux, darwin and windows by default), and writes the krew manifest OUT/convoy.yaml
+// with each archive's URL and SHA-256 (`kubectl krew install --manifest=convoy.yaml`).
 package main
 
 import (
@@ -66,6 +71,21 @@ func main() {
 		if src, err = ReadSource(".", *ver); err == nil {
 			err = Push(*out, strings.TrimSuffix(*registry, "/"), src.Version, os.Stdout)
 		}
+	case "plugin":
+		url := fs.String("url", "", "where the archives are downloaded from (default: the repository's release download URL for the version)")
+		platforms := fs.String("platforms", strings.Join(PluginPlatforms, ","), "comma-separated OS/ARCH list, one archive each")
+		_ = fs.Parse(os.Args[2:])
+		var src Source
+		if src, err = ReadSource(".", *ver); err == nil {
+			if *url == "" {
+				*url = src.URL + "/releases/download/" + src.Version
+			}
+			var manifest string
+			manifest, err = Plugin(PluginOptions{Dir: ".", Out: *out, Source: src, URL: *url, Platforms: strings.Split(*platforms, ",")}, os.Stderr)
+			if err == nil {
+				fmt.Println(manifest)
+			}
+		}
 	default:
 		usage()
 	}
@@ -76,6 +96,6 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: go run ./hack/images build|push [flags]  (see -h of each)")
+	fmt.Fprintln(os.Stderr, "usage: go run ./hack/images build|push|plugin [flags]  (see -h of each)")
 	os.Exit(2)
 }
