@@ -28,10 +28,11 @@ generate:
 
 ## images: OCI images of convoy-observer and convoy-api (bin/images/NAME, OCI layouts;
 ## bin/images/digests), built from the sources with no container runtime and no base
-## image: a static binary, CA certificates and user 65532 (hack/images). The same commit
-## gives the same digests. PLATFORMS=linux/amd64,linux/arm64 for more than one platform;
-## VERSION is the tag (default: git describe).
-PLATFORMS ?= linux/amd64
+## image: a static binary, CA certificates and user 65532 (hack/images). Each is an image
+## index of PLATFORMS (cross-compiled), and each platform image has two OCI referrers in the
+## layout: an SPDX SBOM of the binary's modules and a SLSA provenance statement. The same
+## commit gives the same digests. VERSION is the tag (default: git describe).
+PLATFORMS ?= linux/amd64,linux/arm64
 VERSION ?=
 images:
 	go run ./hack/images build --out bin/images --platforms $(PLATFORMS) $(if $(VERSION),--version $(VERSION))

@@ -17,6 +17,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/partial"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"golang.org/x/crypto/x509roots/fallback/bundle"
@@ -107,6 +108,9 @@ type Built struct {
 	Digest    v1.Hash
 	Size      int64 // bytes of the compressed layers and the config, summed over platforms
 	Platforms []string
+	// Referrers are the SBOM and provenance of each platform image, in the layout's
+	// index.json beside the index.
+	Referrers []v1.Descriptor
 }
 
 // Build compiles and assembles the images (see the package comment), logging progress to
@@ -128,11 +132,16 @@ func Build(o BuildOptions, log io.Writer) ([]Built, error) {
 	if err != nil {
 		return nil, err
 	}
+	modCache, err := run(o.Dir, nil, "go", "env", "GOMODCACHE")
+	if err != nil {
+		return nil, err
+	}
 	var built []Built
 	var digests strings.Builder
 	for _, name := range names {
 		idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
 		b := Built{Name: name, Layout: filepath.Join(o.Out, name)}
+		var refs []v1.Image
 		for _, p := range o.Platforms {
 			goos, goarch, ok := strings.Cut(strings.TrimSpace(p), "/")
 			if !ok || goos == "" || goarch == "" {
@@ -151,6 +160,11 @@ func Build(o BuildOptions, log io.Writer) ([]Built, error) {
 			if b.Size, err = addSize(b.Size, img); err != nil {
 				return nil, err
 			}
+			att, err := attestations(name, bin, goos, goarch, img, o.Source, modCache)
+			if err != nil {
+				return nil, err
+			}
+			refs = append(refs, att...)
 			idx = mutate.AppendManifests(idx, mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{
 				Platform: &v1.Platform{OS: goos, Architecture: goarch},
 			}})
@@ -168,6 +182,17 @@ func Build(o BuildOptions, log io.Writer) ([]Built, error) {
 		}
 		if err := p.AppendIndex(idx, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": o.Source.Version})); err != nil {
 			return nil, err
+		}
+		// The referrers (OCI 1.1: manifests with a subject) sit beside it, untagged.
+		for _, r := range refs {
+			if err := p.AppendImage(r); err != nil {
+				return nil, err
+			}
+			d, err := partial.Descriptor(r)
+			if err != nil {
+				return nil, err
+			}
+			b.Referrers = append(b.Referrers, *d)
 		}
 		if b.Digest, err = idx.Digest(); err != nil {
 			return nil, err

@@ -3,8 +3,12 @@ package main
 import (
 	"archive/tar"
 	"bytes"
+	"debug/buildinfo"
 	"errors"
 	"io"
+	"log"
+	"maps"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,14 +17,24 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	slsa "github.com/in-toto/attestation/go/predicates/provenance/v1"
+	intoto "github.com/in-toto/attestation/go/v1"
+	spdxjson "github.com/spdx/tools-golang/json"
+	"google.golang.org/protobuf/encoding/protojson"
 )
 
-// TestImages builds both images for this machine's platform twice, into two directories,
-// and inspects what a container runtime would run: the same digests both times, the OCI
-// annotations, the entrypoint, user 65532, exactly the files of the package comment (no
-// shell, no other program), and the binary taken from its layer runs --version and --help.
+// TestImages builds both images for this machine's platform and one other (linux/amd64
+// and linux/arm64, as make images does) twice, into two directories, and inspects what a
+// container runtime would run: the same digests both times, the OCI annotations, one
+// manifest per platform, the entrypoint, user 65532, exactly the files of the package
+// comment (no shell, no other program), and the binary taken from its layer runs --version
+// and --help; and each platform image's two referrers: an SPDX SBOM that names every module
+// `go version -m` lists, and a SLSA provenance statement of that image from this commit.
 func TestImages(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds both binaries")
@@ -29,7 +43,11 @@ func TestImages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := BuildOptions{Dir: "../..", Source: src, Platforms: []string{runtime.GOOS + "/" + runtime.GOARCH}}
+	other := "linux/arm64"
+	if runtime.GOOS+"/"+runtime.GOARCH == other {
+		other = "linux/amd64"
+	}
+	opts := BuildOptions{Dir: "../..", Source: src, Platforms: []string{runtime.GOOS + "/" + runtime.GOARCH, other}}
 	var runs [2][]Built
 	for i := range runs {
 		opts.Out = t.TempDir()
@@ -52,6 +70,55 @@ func TestImages(t *testing.T) {
 			t.Errorf("digests file %q lacks %s@%s", digests, b.Name, b.Digest)
 		}
 	}
+
+	// make images-push: the tagged index and every referrer, which the registry's
+	// referrers API then lists by subject.
+	reg := httptest.NewServer(registry.New(registry.WithReferrersSupport(true), registry.Logger(log.New(io.Discard, "", 0))))
+	defer reg.Close()
+	host := strings.TrimPrefix(reg.URL, "http://")
+	var pushed bytes.Buffer
+	if err := Push(filepath.Dir(runs[0][0].Layout), host+"/convoy", src.Version, &pushed); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range runs[0] {
+		if !strings.Contains(pushed.String(), host+"/convoy/"+b.Name+"@"+b.Digest.String()+"\n") {
+			t.Errorf("push printed %q, want %s@%s", pushed.String(), b.Name, b.Digest)
+		}
+		tag, err := name.NewTag(host + "/convoy/" + b.Name + ":" + src.Version)
+		if err != nil {
+			t.Fatal(err)
+		}
+		idx, err := remote.Index(tag)
+		if err != nil {
+			t.Fatal(err)
+		}
+		im, err := idx.IndexManifest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range im.Manifests {
+			d, err := name.NewDigest(host + "/convoy/" + b.Name + "@" + m.Digest.String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			refs, err := remote.Referrers(d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rm, err := refs.IndexManifest()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var types []string
+			for _, r := range rm.Manifests {
+				types = append(types, r.ArtifactType)
+			}
+			slices.Sort(types)
+			if want := []string{SBOMType, ProvenanceType}; !slices.Equal(types, want) {
+				t.Errorf("%s %v: the registry lists referrers %q, want %q", b.Name, m.Platform, types, want)
+			}
+		}
+	}
 }
 
 func inspect(t *testing.T, b Built, src Source) {
@@ -67,8 +134,9 @@ func inspect(t *testing.T, b Built, src Source) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rm.Manifests) != 1 || rm.Manifests[0].Digest != b.Digest {
-		t.Fatalf("layout index.json lists %v, want the one index %s", rm.Manifests, b.Digest)
+	// The index, then the referrers: two per platform image.
+	if len(rm.Manifests) != 1+2*len(b.Platforms) || rm.Manifests[0].Digest != b.Digest {
+		t.Fatalf("layout index.json lists %v, want the index %s and %d referrers", rm.Manifests, b.Digest, 2*len(b.Platforms))
 	}
 	idx, err := root.ImageIndex(b.Digest)
 	if err != nil {
@@ -87,10 +155,22 @@ func inspect(t *testing.T, b Built, src Source) {
 			t.Errorf("index annotation %s = %q, want %q", k, got, want)
 		}
 	}
-	if len(im.Manifests) != 1 || im.Manifests[0].Platform == nil || im.Manifests[0].Platform.Architecture != runtime.GOARCH {
-		t.Fatalf("index manifests %+v, want one for %s", im.Manifests, runtime.GOARCH)
+	if len(im.Manifests) != len(b.Platforms) {
+		t.Fatalf("index manifests %+v, want one for each of %s", im.Manifests, b.Platforms)
 	}
-	img, err := idx.Image(im.Manifests[0].Digest)
+	for i, m := range im.Manifests {
+		if m.Platform == nil || m.Platform.OS+"/"+m.Platform.Architecture != b.Platforms[i] {
+			t.Errorf("index manifest %d is for %v, want %s", i, m.Platform, b.Platforms[i])
+		}
+		img, err := idx.Image(m.Digest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Run(b.Platforms[i], func(t *testing.T) {
+			checkReferrers(t, root, rm.Manifests[1:], m.Digest, readFiles(t, img)[strings.TrimPrefix(BinDir+"/"+b.Name, "/")].data, b.Name, src)
+		})
+	}
+	img, err := idx.Image(im.Manifests[0].Digest) // this machine's
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,4 +264,128 @@ func readFiles(t *testing.T, img v1.Image) map[string]file {
 		rc.Close()
 	}
 	return files
+}
+
+// checkReferrers checks the SBOM and the provenance whose subject is the image subject,
+// of the binary bin: the SBOM names every module of `go version -m`, at its version; the
+// provenance is a valid in-toto statement of SLSA provenance v1 about the image, built
+// from src.Revision.
+func checkReferrers(t *testing.T, root v1.ImageIndex, all []v1.Descriptor, subject v1.Hash, bin []byte, name string, src Source) {
+	found := map[string][]byte{}
+	for _, d := range all {
+		img, err := root.Image(d.Digest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, err := img.RawManifest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := v1.ParseManifest(bytes.NewReader(raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Subject == nil || m.Subject.Digest != subject {
+			continue
+		}
+		layers, err := img.Layers()
+		if err != nil || len(layers) != 1 || string(m.Config.MediaType) != m.ArtifactType || m.Config.Size != 2 {
+			t.Fatalf("referrer %s: %d layers (%v), config %s of %d bytes; want one layer and the config {} of the artifact type %s",
+				d.Digest, len(layers), err, m.Config.MediaType, m.Config.Size, m.ArtifactType)
+		}
+		rc, err := layers[0].Compressed()
+		if err != nil {
+			t.Fatal(err)
+		}
+		content, err := io.ReadAll(rc)
+		rc.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, dup := found[m.ArtifactType]; dup {
+			t.Errorf("two referrers of type %s", m.ArtifactType)
+		}
+		found[m.ArtifactType] = content
+	}
+	if len(found) != 2 || found[SBOMType] == nil || found[ProvenanceType] == nil {
+		t.Fatalf("referrers of %s: types %v, want %s and %s", subject, slices.Collect(maps.Keys(found)), SBOMType, ProvenanceType)
+	}
+
+	// Every module `go version -m` prints (its dep and => lines), in the SBOM at its version.
+	exe := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(exe, bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("go", "version", "-m", exe).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := spdxjson.Read(bytes.NewReader(found[SBOMType]))
+	if err != nil {
+		t.Fatalf("SBOM is not SPDX JSON: %v", err)
+	}
+	inSBOM := map[string]bool{}
+	for _, p := range doc.Packages {
+		inSBOM[p.PackageName+"@"+p.PackageVersion] = true
+	}
+	// Lines "dep PATH VERSION [SUM]", each maybe followed by "=> PATH VERSION [SUM]",
+	// the replacement that was built.
+	var built []string
+	for _, line := range strings.Split(string(out), "\n") {
+		switch f := strings.Fields(line); {
+		case len(f) >= 3 && f[0] == "dep":
+			built = append(built, f[1]+"@"+f[2])
+		case len(f) >= 3 && f[0] == "=>" && len(built) > 0:
+			built[len(built)-1] = f[1] + "@" + f[2]
+		}
+	}
+	for _, m := range built {
+		if !inSBOM[m] {
+			t.Errorf("module %s of go version -m is not in the SBOM", m)
+		}
+	}
+	bi, err := buildinfo.Read(bytes.NewReader(bin))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(built) < 20 || len(built) != len(bi.Deps) {
+		t.Errorf("go version -m listed %d modules, the build info %d: parsed wrong", len(built), len(bi.Deps))
+	}
+	if !inSBOM[bi.Main.Path+"@"+doc.Packages[0].PackageVersion] || doc.Packages[0].PackageName != bi.Main.Path {
+		t.Errorf("SBOM's first package %s %s, want the main module %s", doc.Packages[0].PackageName, doc.Packages[0].PackageVersion, bi.Main.Path)
+	}
+	licensed := 0
+	for _, p := range doc.Packages {
+		if p.PackageLicenseDeclared != "NOASSERTION" {
+			licensed++
+		}
+	}
+	if licensed < len(doc.Packages)/2 {
+		t.Errorf("%d of %d packages have a licence: the module cache was not read", licensed, len(doc.Packages))
+	}
+
+	var st intoto.Statement
+	if err := protojson.Unmarshal(found[ProvenanceType], &st); err != nil {
+		t.Fatalf("provenance is not an in-toto statement: %v", err)
+	}
+	if err := st.Validate(); err != nil || st.GetPredicateType() != ProvenancePredicate {
+		t.Errorf("provenance: %v, predicate type %q, want a valid %s", err, st.GetPredicateType(), ProvenancePredicate)
+	}
+	if got := st.GetSubject()[0].GetDigest()[subject.Algorithm]; got != subject.Hex {
+		t.Errorf("provenance subject %s:%s, want the image %s", subject.Algorithm, got, subject)
+	}
+	var prov slsa.Provenance
+	data, err := protojson.Marshal(st.GetPredicate())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := protojson.Unmarshal(data, &prov); err != nil {
+		t.Fatal(err)
+	}
+	if err := prov.Validate(); err != nil {
+		t.Errorf("provenance predicate: %v", err)
+	}
+	if got := prov.GetBuildDefinition().GetResolvedDependencies()[0].GetDigest()["gitCommit"]; got != src.Revision {
+		t.Errorf("provenance source commit %q, want %q", got, src.Revision)
+	}
 }

@@ -17,12 +17,20 @@
 // There is no shell or any other program in the image. Every timestamp is the commit's
 // (or $SOURCE_DATE_EPOCH), so the same commit built from a clean tree gives the same
 // digests on any machine with the same Go toolchain. Each image is an OCI image index
-// (one manifest per platform) written as an OCI layout to OUT/NAME, annotated with
-// org.opencontainers.image.source, .revision, .version, .created and .title. OUT/digests
+// (one manifest per platform: linux/amd64 and linux/arm64 by default) written as an OCI
+// layout to OUT/NAME, annotated with org.opencontainers.image.source, .revision, .version,
+// .created and .title. Beside the index, the layout holds two OCI 1.1 referrers of each
+// platform image (artifact manifests whose subject is that image): an SPDX 2.3 SBOM
+// (application/spdx+json) of the binary's build information — the main module, the Go
+// standard library and every module with its version, package URL and licence where the
+// module cache's licence file is recognised — and an in-toto statement of SLSA provenance
+// v1 (application/vnd.in-toto+json): the source revision, the build's command, flags and
+// toolchain, and every module as a resolved dependency. Both are written from the commit's
+// time and nothing else of the build machine, so they do not change the digests. OUT/digests
 // lists "NAME@sha256:…" per image, which `make release` pins in dist/install.yaml.
 //
-// push copies each OUT/NAME index to REGISTRY/NAME:VERSION (credentials of the Docker
-// config, ~/.docker/config.json, as docker login writes them) and prints
+// push copies each OUT/NAME index to REGISTRY/NAME:VERSION, and its referrers by digest
+// (credentials of the Docker config, ~/.docker/config.json, as docker login writes them), and prints
 // REGISTRY/NAME@DIGEST; the digest is the one built, so the pinned manifest matches.
 //
 // plugin archives convoyctl as the kubectl plugin kubectl-convoy, one tar.gz per platform
@@ -50,7 +58,7 @@ func main() {
 	var err error
 	switch os.Args[1] {
 	case "build":
-		platforms := fs.String("platforms", "linux/amd64", "comma-separated OS/ARCH list, one manifest each")
+		platforms := fs.String("platforms", "linux/amd64,linux/arm64", "comma-separated OS/ARCH list, one manifest each")
 		_ = fs.Parse(os.Args[2:])
 		var src Source
 		if src, err = ReadSource(".", *ver); err == nil {
