@@ -6,7 +6,7 @@ SHELL := /usr/bin/env bash
 # kube-scheduler, kwok), built from the Go module proxy and cached per version.
 CONTROLPLANE = hack/controlplane.sh path
 
-.PHONY: all build kubectl-convoy test test-faults fuzz e2e generate vet lint demo controlplane bench bench-scale bench-api images images-push release
+.PHONY: all build chart kubectl-convoy test test-faults fuzz e2e generate vet lint demo controlplane bench bench-scale bench-api images images-push release
 
 all: build
 
@@ -19,12 +19,19 @@ vet:
 ## generate: deepcopy code, apply configurations (api/v1alpha1/applyconfiguration, for the
 ## observer's typed Server-Side Apply) and CRDs (config/crd/bases) from the types in api/;
 ## convoy-api's OpenAPI definitions (internal/syncapi/apiserver/zz_generated.openapi.go)
-## from the types tagged +k8s:openapi-gen=true.
+## from the types tagged +k8s:openapi-gen=true; then the Helm chart (make chart).
 generate:
 	go tool controller-gen object paths=./api/...
 	go tool controller-gen applyconfiguration:omitToolVersion=true paths=./api/v1alpha1/...
 	go tool controller-gen crd:crdVersions=v1 paths=./api/... output:crd:artifacts:config=config/crd/bases
 	go generate ./internal/syncapi/apiserver/
+	$(MAKE) chart
+
+## chart: the Helm chart charts/convoy-observer (templates, crds/, values.yaml) from the
+## kustomize bases config/default, config/monitoring and config/unsafe-read-as-observer
+## (hack/chart; its tests fail when the chart is stale).
+chart:
+	go run ./hack/chart/gen
 
 ## images: OCI images of convoy-observer and convoy-api (bin/images/NAME, OCI layouts;
 ## bin/images/digests), built from the sources with no container runtime and no base
@@ -43,7 +50,8 @@ images-push:
 	go run ./hack/images push --out bin/images --registry $(REGISTRY) $(if $(VERSION),--version $(VERSION))
 
 ## release: dist/install.yaml (config/default with the images pinned to the digests of
-## bin/images, named REGISTRY/NAME@sha256:…, labelled app.kubernetes.io/version=VERSION) and
+## bin/images, named REGISTRY/NAME@sha256:…, labelled app.kubernetes.io/version=VERSION),
+## dist/convoy-observer-VERSION.tgz (the Helm chart, the same images pinned),
 ## dist/rules-library.yaml (config/rules/library), and the kubectl plugin: dist/convoy.yaml
 ## (its krew manifest) and one dist/kubectl-convoy_VERSION_OS_ARCH.tar.gz per platform, to be
 ## published at PLUGIN_URL (default: the repository's release download URL of VERSION).

@@ -27,6 +27,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/kumodo/convoy-observer/hack/chart"
 	"github.com/kumodo/convoy-observer/internal/localcluster"
 	"github.com/kumodo/convoy-observer/internal/testenv"
 )
@@ -45,21 +46,35 @@ rules:
   - level: None
 `
 
-// installed is the install of config/default, rendered.
+// installed is the install of config/default (or of the Helm chart), rendered.
 type installed struct {
-	objs []*unstructured.Unstructured
+	source string // config/default, or the chart
+	objs   []*unstructured.Unstructured
 	// namespace of the install; args of the containers of the Deployments by name.
 	namespace string
 	args      map[string][]string
 }
 
-// renderInstall renders config/default as `kubectl kustomize config/default` does.
-func renderInstall(root string) (*installed, error) {
-	objs, err := testenv.RenderDefault(root)
+// renderInstall renders config/default as `kubectl kustomize config/default` does, or,
+// fromChart, the Helm chart as `helm template --set namespace.create=true` does in
+// config/default's namespace (the same objects: hack/chart's tests).
+func renderInstall(root string, fromChart bool) (*installed, error) {
+	in := &installed{source: "config/default", args: map[string][]string{}}
+	var objs []*unstructured.Unstructured
+	var err error
+	if fromChart {
+		in.source = "the Helm chart " + chart.Dir
+		var maps []map[string]any
+		maps, err = chart.Render(filepath.Join(root, chart.Dir), map[string]any{"namespace": map[string]any{"create": true}}, chart.Namespace)
+		for _, m := range maps {
+			objs = append(objs, &unstructured.Unstructured{Object: m})
+		}
+	} else {
+		objs, err = testenv.RenderDefault(root)
+	}
 	if err != nil {
 		return nil, err
 	}
-	in := &installed{args: map[string][]string{}}
 	for _, u := range objs {
 		in.objs = append(in.objs, u)
 		switch u.GetKind() {
@@ -76,11 +91,11 @@ func renderInstall(root string) (*installed, error) {
 	}
 	for _, d := range []string{"convoy-observer", "convoy-api"} {
 		if _, ok := in.args[d]; !ok {
-			return nil, fmt.Errorf("config/default has no Deployment %s", d)
+			return nil, fmt.Errorf("%s has no Deployment %s", in.source, d)
 		}
 	}
 	if in.namespace == "" {
-		return nil, fmt.Errorf("config/default has no Namespace")
+		return nil, fmt.Errorf("%s has no Namespace", in.source)
 	}
 	return in, nil
 }
@@ -96,11 +111,7 @@ func renderInstall(root string) (*installed, error) {
 // pods), and the Service convoy-api is an ExternalName of a loopback address (a local
 // cluster has no Service proxy), where convoy-api listens on the Service's port 443
 // (another port, and the APIService pointed at it, when not running as root).
-func startInstalled(ctx context.Context, root, binDir string, c *localcluster.Cluster, agg *testenv.Aggregation, logDir string, logf func(string, ...any)) (_ *components, err error) {
-	in, err := renderInstall(root)
-	if err != nil {
-		return nil, err
-	}
+func startInstalled(ctx context.Context, in *installed, binDir string, c *localcluster.Cluster, agg *testenv.Aggregation, logDir string, logf func(string, ...any)) (_ *components, err error) {
 	comps := &components{}
 	defer func() {
 		if err != nil {

@@ -12,7 +12,7 @@
 // table of the Release's entries, hooks and Healthy condition (from convoy-api's
 // /health endpoint) is printed whenever it changes.
 //
-//	demo [--once] [--timeout 4m] [--keep] [--race] [--install [--audit-log F] [--metrics-dir D]]
+//	demo [--once] [--timeout 4m] [--keep] [--race] [--install [--from-chart] [--audit-log F] [--metrics-dir D]]
 //
 // With --install it runs convoy-api and convoy-observer as config/default ships them
 // (install.go: its RBAC and ServiceAccounts, their tokens, its arguments and APIService)
@@ -56,6 +56,7 @@ type options struct {
 	// install runs the components as config/default ships them; auditLog and
 	// metricsDir are where their requests and their metrics go.
 	install              bool
+	fromChart            bool // with install: the chart's rendering instead of config/default
 	auditLog, metricsDir string
 }
 
@@ -66,11 +67,12 @@ func main() {
 	flag.BoolVar(&o.keep, "keep", false, "keep the state directory (kubeconfig, logs, etcd data) on exit")
 	flag.BoolVar(&o.race, "race", false, "build convoy-api and convoy-observer with the race detector and fail when it reports a race (the e2e test's mode)")
 	flag.BoolVar(&o.install, "install", false, "run convoy-api and convoy-observer as config/default ships them: its RBAC, the tokens of its ServiceAccounts, its arguments and APIService")
+	flag.BoolVar(&o.fromChart, "from-chart", false, "with --install: install what the Helm chart charts/convoy-observer renders (values namespace.create=true) instead of config/default")
 	flag.StringVar(&o.auditLog, "audit-log", "", "with --install: write the kube-apiserver's audit log of the install's ServiceAccounts here (JSON lines)")
 	flag.StringVar(&o.metricsDir, "metrics-dir", "", "with --install: write the /metrics of convoy-observer and convoy-api here at the end")
 	flag.Parse()
-	if flag.NArg() > 0 || o.timeout <= 0 || (!o.install && (o.auditLog != "" || o.metricsDir != "")) {
-		fmt.Fprintf(os.Stderr, "usage: demo [--once] [--timeout D] [--keep] [--race] [--install [--audit-log F] [--metrics-dir D]]\n")
+	if flag.NArg() > 0 || o.timeout <= 0 || (!o.install && (o.auditLog != "" || o.metricsDir != "" || o.fromChart)) {
+		fmt.Fprintf(os.Stderr, "usage: demo [--once] [--timeout D] [--keep] [--race] [--install [--from-chart] [--audit-log F] [--metrics-dir D]]\n")
 		os.Exit(2)
 	}
 	// The handler stays installed until the cleanup is over: a second Ctrl-C must not
@@ -128,11 +130,13 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 		return err
 	}
 	apiServerArgs := agg.APIServerArgs()
-	if o.install && o.auditLog != "" {
-		in, err := renderInstall(root)
-		if err != nil {
+	var in *installed
+	if o.install {
+		if in, err = renderInstall(root, o.fromChart); err != nil {
 			return err
 		}
+	}
+	if o.install && o.auditLog != "" {
 		audit, err := writeAuditPolicy(pki, in.namespace, o.auditLog)
 		if err != nil {
 			return err
@@ -161,8 +165,8 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 	}
 	var comps *components
 	if o.install {
-		logf("convoy-api and convoy-observer built; installing config/default")
-		comps, err = startInstalled(ctx, root, binDir, cluster, agg, logDir, logf)
+		logf("convoy-api and convoy-observer built; installing %s", in.source)
+		comps, err = startInstalled(ctx, in, binDir, cluster, agg, logDir, logf)
 	} else {
 		rules := filepath.Join(root, "health", "convoy-defaults.yaml")
 		if err := testenv.ApplyFile(sctx, cluster.Client, rules, userManager); err != nil {

@@ -8,6 +8,8 @@
 // app.kubernetes.io/version=VERSION. OUT/rules-library.yaml is config/rules/library (the
 // opt-in rule library). Both are what `kubectl apply -f` installs; install.yaml needs
 // cert-manager for the serving certificate of convoy-api (config/certmanager).
+// OUT/convoy-observer-VERSION.tgz is the Helm chart charts/convoy-observer packaged with
+// the same pinned images (`helm install convoy-observer convoy-observer-VERSION.tgz`).
 package main
 
 import (
@@ -41,7 +43,8 @@ func main() {
 		fmt.Fprintf(os.Stderr, "release: %v\n", err)
 		os.Exit(1)
 	}
-	fmt.Printf("%s\n%s\n", filepath.Join(*out, "install.yaml"), filepath.Join(*out, "rules-library.yaml"))
+	fmt.Printf("%s\n%s\n%s\n", filepath.Join(*out, "install.yaml"), filepath.Join(*out, "rules-library.yaml"),
+		filepath.Join(*out, "convoy-observer-"+strings.TrimPrefix(*version, "v")+".tgz"))
 }
 
 var digestRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
@@ -97,7 +100,11 @@ func Write(root, imagesDir, registry, version, out string) error {
 	if err := os.WriteFile(filepath.Join(out, "install.yaml"), append(head("config/default (needs cert-manager)", "kubectl apply --server-side -f install.yaml"), install...), 0o644); err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(out, "rules-library.yaml"), append(head("the opt-in rule library (config/rules/library)", "kubectl apply -f rules-library.yaml"), library...), 0o644)
+	if err := os.WriteFile(filepath.Join(out, "rules-library.yaml"), append(head("the opt-in rule library (config/rules/library)", "kubectl apply -f rules-library.yaml"), library...), 0o644); err != nil {
+		return err
+	}
+	_, err = PackageChart(root, registry, version, digests, out)
+	return err
 }
 
 // RenderInstall renders config/default with the images pinned to registry/NAME@digest

@@ -6,6 +6,11 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"helm.sh/helm/v4/pkg/chart/v2/loader"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/kumodo/convoy-observer/hack/chart"
 )
 
 // TestWrite renders the release from a digests file as make images writes it: every
@@ -63,6 +68,37 @@ func TestWrite(t *testing.T) {
 	}
 	if n := strings.Count(string(lib), "kind: GlobalHealthRuleSet"); n < 10 {
 		t.Errorf("rules-library.yaml holds %d GlobalHealthRuleSets, want the library", n)
+	}
+
+	// The packaged chart: its version, and the same pinned images as install.yaml.
+	objs, err := chart.Render(filepath.Join(out, "convoy-observer-9.8.7.tgz"), nil, "convoy-system")
+	if err != nil {
+		t.Fatal(err)
+	}
+	images := map[string]bool{}
+	for _, o := range objs {
+		if o["kind"] != "Deployment" {
+			continue
+		}
+		cs, _, _ := unstructured.NestedSlice(o, "spec", "template", "spec", "containers")
+		for _, c := range cs {
+			images[c.(map[string]any)["image"].(string)] = true
+		}
+	}
+	if len(images) != len(want) {
+		t.Errorf("chart images %v, want exactly %v", images, want)
+	}
+	for w := range want {
+		if !images[w] {
+			t.Errorf("the chart has no image %s (has %v)", w, images)
+		}
+	}
+	ch, err := loader.Load(filepath.Join(out, "convoy-observer-9.8.7.tgz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ch.Metadata.Version != "9.8.7" || ch.Metadata.AppVersion != "v9.8.7" {
+		t.Errorf("chart version %s, appVersion %s; want 9.8.7 and v9.8.7", ch.Metadata.Version, ch.Metadata.AppVersion)
 	}
 }
 

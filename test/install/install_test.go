@@ -1,7 +1,9 @@
-// Package install tests the install as shipped: config/default applied to a real
-// kube-apiserver, convoy-api and convoy-observer run with the tokens of its
-// ServiceAccounts and its arguments behind its APIService, the demo scenario through
-// them (hack/demo --install), and then what they did and what they expose:
+// Package install tests the install as shipped: config/default, as the Helm chart
+// charts/convoy-observer renders it (hack/chart proves the chart renders config/default's
+// objects; the install runs through the chart), applied to a real kube-apiserver,
+// convoy-api and convoy-observer run with the tokens of its ServiceAccounts and its
+// arguments behind its APIService, the demo scenario through them (hack/demo --install
+// --from-chart), and then what they did and what they expose:
 //
 //   - every request of the two ServiceAccounts, from the kube-apiserver's audit log: none
 //     refused, and every permission of the shipped roles either used or listed in
@@ -80,7 +82,7 @@ func demo(t *testing.T) *run {
 	if out, err := build.CombinedOutput(); err != nil {
 		fail("go build ./hack/demo: %v\n%s", err, out)
 	}
-	cmd := exec.Command(bin, "--once", "--install", "--timeout=10m", "--audit-log="+r.auditLog, "--metrics-dir="+r.metricsDir)
+	cmd := exec.Command(bin, "--once", "--install", "--from-chart", "--timeout=10m", "--audit-log="+r.auditLog, "--metrics-dir="+r.metricsDir)
 	cmd.Dir = r.root
 	cmd.Env = append(os.Environ(), "KUBEBUILDER_ASSETS="+assets)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
