@@ -17,7 +17,14 @@ import (
 // ~/.kube/config, unless --kubeconfig names a file.
 type connection struct {
 	flags *genericclioptions.ConfigFlags
-	names []string // the flags that choose a cluster or credentials (all but -n)
+	names []string // the flags that choose a cluster or credentials (all but settings)
+}
+
+// settings are the connection flags that change how a cluster is reached, not which:
+// alone they do not make a health command read a cluster.
+var settings = map[string]bool{
+	"namespace": true, "cache-dir": true, "request-timeout": true, "disable-compression": true,
+	"insecure-skip-tls-verify": true, "tls-server-name": true,
 }
 
 // newConnection binds the connection flags on fs.
@@ -28,7 +35,7 @@ func newConnection(fs *pflag.FlagSet) *connection {
 	own := pflag.NewFlagSet("connection", pflag.ContinueOnError)
 	c.flags.AddFlags(own)
 	own.VisitAll(func(f *pflag.Flag) {
-		if f.Name != "namespace" && f.Name != "cache-dir" {
+		if !settings[f.Name] {
 			c.names = append(c.names, f.Name)
 		}
 	})

@@ -103,6 +103,8 @@ spec:
 		{"missing file", []string{"--rules", rules, "--object", objects + ".missing"}, exitUsage, "reading objects"},
 		{"files and cluster", []string{"--rules", rules, "--object", objects, "--kubeconfig", objects}, exitUsage, "use one or the other"},
 		{"served without cluster", []string{"--rules", rules, "--object", objects, "--served"}, exitUsage, "need a cluster: --kubeconfig"},
+		// A setting of the connection is not a cluster: still the files.
+		{"timeout is not a cluster", []string{"--rules", rules, "--object", objects, "--served", "--request-timeout", "5s"}, exitUsage, "need a cluster: --kubeconfig"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -192,6 +192,7 @@ func TestReleaseStatusErrors(t *testing.T) {
 		{"unknown context", []string{"release", "status", "shop", "--kubeconfig", kc, "--context", "nope"}, exitEndpointError, `context "nope"`},
 		{"no name", []string{"release", "status", "--kubeconfig", kc}, exitUsage, "needs exactly one release NAME"},
 		{"two names", []string{"release", "status", "a", "b"}, exitUsage, "needs exactly one release NAME"},
+		{"empty name", []string{"release", "status", ""}, exitUsage, "got an empty one"},
 		{"bad url", []string{"release", "status", "shop", "--api-url", "127.0.0.1:8090"}, exitUsage, `invalid --api-url "127.0.0.1:8090"`},
 		{"CA without URL", []string{"release", "status", "shop", "--api-ca-file", "ca.crt"}, exitUsage, "--api-ca-file needs --api-url"},
 		{"bad flag", []string{"release", "status", "shop", "--bogus"}, exitUsage, "unknown flag"},

@@ -242,5 +242,8 @@ func exactlyOneName(cmd *cobra.Command, args []string) error {
 	if len(args) != 1 {
 		return usageError(fmt.Errorf("%s needs exactly one release NAME, got %d arguments", cmd.CommandPath(), len(args)))
 	}
+	if args[0] == "" {
+		return usageError(fmt.Errorf("%s needs a release NAME, got an empty one", cmd.CommandPath()))
+	}
 	return nil
 }

@@ -19,7 +19,11 @@
 //   - namespace.create: the Namespace with its Pod Security labels (off by default: Helm
 //     stores the release in the namespace, which must exist first);
 //   - tenantRoles.enabled: the aggregated ClusterRoles convoy-tenant-edit and -view;
-//   - monitoring.enabled: config/monitoring (needs the Prometheus Operator's CRDs).
+//   - monitoring.enabled: config/monitoring (needs the Prometheus Operator's CRDs), and the
+//     observer's metrics on (--metrics-bind-address=:8080 and the container port metrics).
+//
+// values.schema.json (not generated) types every value and refuses shard names that are
+// not DNS labels, "default" (the default shard's label) and repeated shards.
 //
 // Render renders the chart with the Helm SDK (what `helm template` does), which the tests
 // compare with the kustomize rendering object by object.
@@ -30,6 +34,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
 	"sigs.k8s.io/kustomize/api/krusty"
@@ -39,6 +44,10 @@ import (
 
 // Dir is the chart's directory in the repository.
 const Dir = "charts/convoy-observer"
+
+// MetricsPort is the observer's metrics port with monitoring.enabled (docs/operations.md,
+// "Monitoring").
+const MetricsPort = "8080"
 
 // Namespace is the namespace of config/default, the release's namespace in the chart.
 const Namespace = "convoy-system"
@@ -202,9 +211,20 @@ func deployment(t *objectTemplate, v *defaults) error {
 	ctr["resources"] = t.put(placeholder{block: "$.Values." + key + ".resources"})
 	args, _ := ctr["args"].([]any)
 	if key == "observer" {
+		// monitoring.enabled turns the observer's metrics on, where the ServiceMonitor
+		// of config/monitoring scrapes them: --metrics-bind-address and the port metrics.
+		i := slices.Index(args, any("--metrics-bind-address=0"))
+		if i < 0 {
+			return fmt.Errorf("the observer's args have no --metrics-bind-address=0")
+		}
+		args[i] = t.put(placeholder{lines: []string{"{{- if $.Values.monitoring.enabled }}", "- --metrics-bind-address=:" + MetricsPort,
+			"{{- else }}", "- --metrics-bind-address=0", "{{- end }}"}})
+		ports, _ := ctr["ports"].([]any)
+		ctr["ports"] = append(ports, t.put(placeholder{lines: []string{"{{- if $.Values.monitoring.enabled }}",
+			"- containerPort: " + MetricsPort, "  name: metrics", "  protocol: TCP", "{{- end }}"}}))
 		args = append(args,
-			t.put(placeholder{lines: []string{"{{- if $shard }}", "- --shard={{ $shard }}", "{{- end }}"}}),
-			t.put(placeholder{lines: []string{"{{- with $.Values.observer.defaultServiceAccount }}", "- --default-service-account={{ . }}", "{{- end }}"}}),
+			t.put(placeholder{lines: []string{"{{- if $shard }}", "- {{ printf \"--shard=%s\" $shard | quote }}", "{{- end }}"}}),
+			t.put(placeholder{lines: []string{"{{- with $.Values.observer.defaultServiceAccount }}", "- {{ printf \"--default-service-account=%s\" . | quote }}", "{{- end }}"}}),
 			t.put(placeholder{lines: []string{"{{- if $.Values.observer.unsafeReadAsObserver }}", "- --unsafe-read-as-observer", "{{- end }}"}}),
 		)
 		shardObject(t)

@@ -69,7 +69,8 @@ func allOn() map[string]any {
 // TestRendersKustomize: the chart renders what kustomize renders, object by object —
 // with the defaults and namespace.create, config/default; with monitoring and
 // unsafeReadAsObserver on, config/default, config/monitoring and
-// config/unsafe-read-as-observer (and the observer's --unsafe-read-as-observer).
+// config/unsafe-read-as-observer (and the observer's --unsafe-read-as-observer and its
+// metrics on).
 func TestRendersKustomize(t *testing.T) {
 	base := kustomize(t, "default")
 	got := render(t, map[string]any{"namespace": map[string]any{"create": true}}, Namespace)
@@ -77,10 +78,15 @@ func TestRendersKustomize(t *testing.T) {
 
 	want := append(slices.Clone(base), kustomize(t, "monitoring")...)
 	want = append(want, kustomize(t, "unsafe-read-as-observer")...)
+	// The observer's own changes: --unsafe-read-as-observer, and with monitoring, its
+	// metrics on as docs/operations.md ("Monitoring") says to do by hand.
 	for _, o := range want {
 		if str(o, "kind") == "Deployment" && str(o, "metadata", "name") == "convoy-observer" {
 			ctr := nested(o, "spec", "template", "spec", "containers").([]any)[0].(map[string]any)
-			ctr["args"] = append(ctr["args"].([]any), "--unsafe-read-as-observer")
+			args := ctr["args"].([]any)
+			args[slices.Index(args, any("--metrics-bind-address=0"))] = "--metrics-bind-address=:8080"
+			ctr["args"] = append(args, "--unsafe-read-as-observer")
+			ctr["ports"] = append(ctr["ports"].([]any), map[string]any{"containerPort": 8080, "name": "metrics", "protocol": "TCP"})
 		}
 	}
 	got = render(t, map[string]any{"namespace": map[string]any{"create": true}, "monitoring": map[string]any{"enabled": true},
@@ -216,5 +222,33 @@ func same(t *testing.T, what string, got, want []map[string]any) {
 		if _, ok := w[k]; !ok {
 			t.Errorf("%s: the chart renders %s, kustomize does not", what, k)
 		}
+	}
+}
+
+// TestValuesRefused: values.schema.json refuses values that would render objects that
+// collide, mistype or fail at install, with an error that names the value.
+func TestValuesRefused(t *testing.T) {
+	for name, tc := range map[string]struct {
+		values map[string]any
+		want   string
+	}{
+		"shard default":        {map[string]any{"observer": map[string]any{"shards": []any{"", "default"}}}, "shards"},
+		"repeated shard":       {map[string]any{"observer": map[string]any{"shards": []any{"eu", "eu"}}}, "shards"},
+		"no shard":             {map[string]any{"observer": map[string]any{"shards": []any{}}}, "shards"},
+		"shard not a label":    {map[string]any{"observer": map[string]any{"shards": []any{"eu #x"}}}, "shards"},
+		"shard upper case":     {map[string]any{"observer": map[string]any{"shards": []any{"EU"}}}, "shards"},
+		"shard a number":       {map[string]any{"observer": map[string]any{"shards": []any{0}}}, "shards"},
+		"quoted boolean":       {map[string]any{"observer": map[string]any{"unsafeReadAsObserver": "false"}}, "unsafeReadAsObserver"},
+		"replicas a word":      {map[string]any{"api": map[string]any{"replicas": "two"}}, "replicas"},
+		"argument not string":  {map[string]any{"observer": map[string]any{"extraArgs": []any{map[string]any{"a": 1}}}}, "extraArgs"},
+		"service account yaml": {map[string]any{"observer": map[string]any{"defaultServiceAccount": "a: b"}}, "defaultServiceAccount"},
+		"unknown value":        {map[string]any{"observer": map[string]any{"shard": []any{"eu"}}}, "shard"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := Render(chartDir, tc.values, Namespace)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Render: %v, want an error naming %s", err, tc.want)
+			}
+		})
 	}
 }

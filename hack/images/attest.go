@@ -97,7 +97,7 @@ func sbomOf(name, goos, goarch string, bi *buildinfo.BuildInfo, binSum string, s
 		PackageName:             bi.Main.Path,
 		PackageSPDXIdentifier:   "Package-main",
 		PackageVersion:          mainVersion,
-		PackageDownloadLocation: "git+" + src.URL + "@" + cmp.Or(src.Revision, "NOASSERTION"),
+		PackageDownloadLocation: downloadLocation(src),
 		PackageChecksums:        []common.Checksum{{Algorithm: common.SHA256, Value: binSum}},
 		PackageLicenseConcluded: "NOASSERTION",
 		PackageLicenseDeclared:  "NOASSERTION",
@@ -168,6 +168,15 @@ func sbomOf(name, goos, goarch string, bi *buildinfo.BuildInfo, binSum string, s
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// downloadLocation is the SPDX download location of the source: git+URL@COMMIT, or
+// NOASSERTION outside a git checkout.
+func downloadLocation(src Source) string {
+	if src.Revision == "" {
+		return "NOASSERTION"
+	}
+	return "git+" + src.URL + "@" + src.Revision
 }
 
 // purlRef is the package URL of the Go module path at version.

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -58,6 +59,9 @@ type KrewFile struct {
 	To   string `json:"to"`
 }
 
+// semverRE is the version krew accepts.
+var semverRE = regexp.MustCompile(`^v(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-[0-9A-Za-z.-]+)?$`)
+
 // PluginOptions are the inputs of Plugin.
 type PluginOptions struct {
 	Dir    string // the repository
@@ -80,6 +84,17 @@ func Plugin(o PluginOptions, log io.Writer) (string, error) {
 	}
 	if o.URL == "" {
 		return "", fmt.Errorf("no URL to download the plugin's archives from")
+	}
+	// krew takes only a semantic version with a leading v (make release's VERSION).
+	if !semverRE.MatchString(o.Source.Version) {
+		return "", fmt.Errorf("version %q is not vMAJOR.MINOR.PATCH[-PRERELEASE], as krew requires (--version)", o.Source.Version)
+	}
+	seen := map[string]bool{}
+	for _, p := range platforms {
+		if seen[strings.TrimSpace(p)] {
+			return "", fmt.Errorf("platform %s given twice", p)
+		}
+		seen[strings.TrimSpace(p)] = true
 	}
 	if err := os.MkdirAll(o.Out, 0o755); err != nil {
 		return "", err

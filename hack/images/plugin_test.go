@@ -46,6 +46,17 @@ func TestPlugin(t *testing.T) {
 			t.Errorf("%s: built twice from the same tree, sha256 %s and %s", uri, sum, sums[1][uri])
 		}
 	}
+	// A version krew would refuse, and a platform twice, are refused before building.
+	bad := opts
+	bad.Source.Version = "c158526"
+	if _, err := Plugin(bad, io.Discard); err == nil || !strings.Contains(err.Error(), "krew") {
+		t.Errorf("version c158526: %v, want a refusal naming krew", err)
+	}
+	bad = opts
+	bad.Platforms = []string{here, here}
+	if _, err := Plugin(bad, io.Discard); err == nil || !strings.Contains(err.Error(), "twice") {
+		t.Errorf("a platform twice: %v, want a refusal", err)
+	}
 	// The binary of this machine's archive answers as the plugin.
 	bin := filepath.Join(t.TempDir(), PluginBinary)
 	if err := extract(filepath.Join(opts.Out, PluginBinary+"_v1.2.3_"+strings.ReplaceAll(here, "/", "_")+".tar.gz"), PluginBinary, bin); err != nil {
