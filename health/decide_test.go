@@ -105,6 +105,16 @@ func TestDecidedRulesAgree(t *testing.T) {
 			for _, o := range variants(obj) {
 				want := plain.Evaluate(apiVersion, resource, o)
 				got := decided.Evaluate(apiVersion, resource, o)
+				// The rules decided to pass the object by its apiVersion alone do not
+				// count as applied; the full evaluation cannot tell them apart.
+				wantApplied := want.RulesApplied
+				if v, _ := o["apiVersion"].(string); v == apiVersion {
+					wantApplied = decided.RulesApplied(apiVersion, resource)
+				}
+				if got.RulesApplied != wantApplied {
+					t.Errorf("%s %s/%v as %s: decided rulesApplied %d, want %d", kind, own, nameOf(o), apiVersion, got.RulesApplied, wantApplied)
+				}
+				got.RulesApplied = want.RulesApplied
 				if !sameVerdict(got, want) {
 					t.Errorf("%s %s/%v as %s: decided %+v %+v, evaluated %+v %+v", kind, own, nameOf(o), apiVersion,
 						got, got.DecidedBy, want, want.DecidedBy)
@@ -132,7 +142,7 @@ func sameVerdict(a, b Result) bool {
 }
 
 // TestDecidedRuleCostsNothing: the generic set's rule passes a built-in object without
-// an evaluation (nothing charged to the Meter) and still counts as applied; a custom
+// an evaluation (nothing charged to the Meter) and does not count as applied; a custom
 // resource, or a built-in object whose apiVersion field is not the one it is evaluated
 // under, is evaluated.
 func TestDecidedRuleCostsNothing(t *testing.T) {
@@ -145,8 +155,11 @@ func TestDecidedRuleCostsNothing(t *testing.T) {
 	pod := map[string]any{"apiVersion": "v1", "kind": "Pod", "status": map[string]any{
 		"conditions": []any{map[string]any{"type": "Ready", "status": "False"}}}}
 	r, usage, err := ev.EvaluateMetered(context.Background(), nil, "v1", "pods", pod)
-	if err != nil || r.Outcome != Pass || r.RulesApplied != 1 || usage.Cost != 0 {
-		t.Errorf("built-in Pod: %+v, cost %d, %v; want Pass, 1 rule applied, cost 0", r, usage.Cost, err)
+	if err != nil || r.Outcome != Pass || r.RulesApplied != 0 || usage.Cost != 0 {
+		t.Errorf("built-in Pod: %+v, cost %d, %v; want Pass, 0 rules applied, cost 0", r, usage.Cost, err)
+	}
+	if n := ev.RulesApplied("v1", "pods"); n != 0 {
+		t.Errorf("RulesApplied(v1, pods) = %d, want 0: the generic rule passes built-in kinds unread", n)
 	}
 	widget := map[string]any{"apiVersion": "example.com/v1", "kind": "Widget", "metadata": map[string]any{},
 		"status": map[string]any{"conditions": []any{map[string]any{"type": "Ready", "status": "False"}}}}
@@ -192,5 +205,37 @@ func TestGenericSetDeletion(t *testing.T) {
 	cm := map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "c", "deletionTimestamp": "2026-01-01T00:00:00Z"}}
 	if r := ev.Evaluate("v1", "configmaps", cm); r.Outcome != Pass {
 		t.Errorf("deleted ConfigMap: %+v, want Pass (built in: left to convoy-defaults and the library)", r)
+	}
+}
+
+// TestDecidedRulesBetweenExactRules: a decided wildcard rule, then an exact rule, then
+// another wildcard rule, in the evaluator's order. Each rule keeps its own decision: the
+// exact rule between them still runs and fails the object, and only the decided rule
+// leaves rulesApplied.
+func TestDecidedRulesBetweenExactRules(t *testing.T) {
+	t.Parallel()
+	decidedWildcard := extv1alpha1.RuleSpec{APIVersion: "*", Resources: []string{"deployments"},
+		RuleExpression: "object.?apiVersion.orValue('') != 'apps/v1beta2' || object.spec.replicas == 1"}
+	exact := extv1alpha1.RuleSpec{APIVersion: "apps/v1", Resources: []string{"deployments"},
+		RuleExpression: "object.spec.replicas == 3", MessageExpression: "'want 3 replicas'"}
+	undecided := extv1alpha1.RuleSpec{APIVersion: "*", Resources: []string{"deployments"},
+		RuleExpression: "object.spec.replicas > 0"}
+	set := func(name string, rule extv1alpha1.RuleSpec) extv1alpha1.GlobalHealthRuleSet {
+		s := extv1alpha1.GlobalHealthRuleSet{Spec: extv1alpha1.GlobalHealthRuleSetSpec{Rules: []extv1alpha1.RuleSpec{rule}}}
+		s.Name = name
+		return s
+	}
+	ev, err := NewEvaluator([]extv1alpha1.GlobalHealthRuleSet{set("a", decidedWildcard), set("b", exact), set("c", undecided)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj := map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "spec": map[string]any{"replicas": int64(2)}}
+	r := ev.Evaluate("apps/v1", "deployments", obj)
+	if r.Outcome != Fail || r.RuleSet != "GlobalHealthRuleSet/b" || r.Message != "want 3 replicas" || r.RulesApplied != 2 {
+		t.Errorf("got %+v, want Fail by b %q with 2 rules applied", r, "want 3 replicas")
+	}
+	obj["spec"] = map[string]any{"replicas": int64(3)}
+	if r := ev.Evaluate("apps/v1", "deployments", obj); r.Outcome != Pass || r.RulesApplied != 2 {
+		t.Errorf("got %+v, want Pass with 2 rules applied", r)
 	}
 }

@@ -81,6 +81,9 @@ type matched struct {
 	// passes[i] says that rules[i] passes every object of the pair whose apiVersion
 	// field is the pair's apiVersion; nil when no rule is decided.
 	passes []bool
+	// applied is the number of rules that judge such objects: len(rules) less the
+	// rules decided to pass them by their apiVersion alone (decide.go).
+	applied int
 }
 
 // NewEvaluator compiles every rule of the given sets once, in the order of docs/design.md,
@@ -206,7 +209,8 @@ func (e *Evaluator) addSet(env *celEnv, kind, namespace, name string, rules []ex
 // evaluator's order. The result is shared and must not be modified.
 func (e *Evaluator) rulesFor(key matchKey) matched {
 	if len(e.wildcard) == 0 {
-		return matched{rules: e.exact[key]}
+		rules := e.exact[key]
+		return matched{rules: rules, applied: len(rules)}
 	}
 	if v, ok := e.resolved.Load(key); ok {
 		return v.(matched)
@@ -226,6 +230,7 @@ func (e *Evaluator) rulesFor(key matchKey) matched {
 func (e *Evaluator) resolve(key matchKey) matched {
 	exact := e.exact[key]
 	var m matched
+	var decided []int // indexes in m.rules of the wildcard rules decided to pass
 	for _, w := range e.wildcard {
 		if !w.matches(key) {
 			continue
@@ -234,31 +239,32 @@ func (e *Evaluator) resolve(key matchKey) matched {
 			m.rules, exact = append(m.rules, exact[0]), exact[1:]
 		}
 		if w.rule.passesAll(e.env, key.apiVersion) {
-			if m.passes == nil {
-				m.passes = make([]bool, len(m.rules), len(m.rules)+1)
-			}
-			m.passes = append(m.passes, true)
-		} else if m.passes != nil {
-			m.passes = append(m.passes, false)
+			decided = append(decided, len(m.rules))
 		}
 		m.rules = append(m.rules, w.rule)
 	}
 	if m.rules == nil {
-		return matched{rules: exact} // no wildcard applies: share the exact list
+		return matched{rules: exact, applied: len(exact)} // no wildcard applies: share the exact list
 	}
 	m.rules = append(m.rules, exact...)
-	if m.passes != nil {
-		m.passes = append(m.passes, make([]bool, len(exact))...)
+	m.applied = len(m.rules) - len(decided)
+	if len(decided) > 0 {
+		m.passes = make([]bool, len(m.rules))
+		for _, i := range decided {
+			m.passes[i] = true
+		}
 	}
 	return m
 }
 
-// RulesApplied returns the number of rules that apply to objects of an apiVersion
+// RulesApplied returns the number of rules that judge objects of an apiVersion
 // ("apps/v1", or "v1" for the core group) and a plural lowercase resource: the rules
-// whose apiVersion (or apiVersion pattern) and resources (or "*") match. 0 means that no
-// selected rule judges such objects.
+// whose apiVersion (or apiVersion pattern) and resources (or "*") match, less the
+// wildcard rules that pass every such object by its apiVersion alone without reading
+// it (decide.go: the generic set's rule on built-in kinds). 0 means that no selected
+// rule judges such objects.
 func (e *Evaluator) RulesApplied(apiVersion, resource string) int {
-	return len(e.rulesFor(matchKey{apiVersion: apiVersion, resource: resource}).rules)
+	return e.rulesFor(matchKey{apiVersion: apiVersion, resource: resource}).applied
 }
 
 // emptyObject stands for a nil object; it is never modified.
@@ -272,7 +278,8 @@ var emptyObject = map[string]any{}
 // apiVersion equals apiVersion or is a pattern that matches it (APIVersionPattern: "*",
 // "GROUP/*", "*/VERSION", "*.SUFFIX/VERSION", "*.SUFFIX/*") and one of its resources
 // equals resource or is "*"; the kind is never matched. Result.RulesApplied counts the
-// rules that apply. object is the
+// rules that apply, less those that pass the object by its apiVersion alone (see
+// RulesApplied). object is the
 // content as the dynamic client returns it (unstructured.Unstructured.Object: nested
 // map[string]any and []any, integers as int64); a nil object is evaluated as {}. It is
 // only read.

@@ -62,8 +62,10 @@ type Result struct {
 	// between results and must not be modified.
 	DecidedBy *Decider
 	// RulesApplied is the number of selected rules whose apiVersion and resources match
-	// the object, whether or not evaluation reached them: 0 on a Pass means that no rule
-	// judged the object (it is Healthy only because nothing applies to it).
+	// the object, whether or not evaluation reached them, less the wildcard rules that
+	// pass it by its apiVersion alone without reading it (Evaluator.RulesApplied): 0 on
+	// a Pass means that no rule judged the object (it is Healthy only because nothing
+	// judges it).
 	RulesApplied int
 	// Terminal is set on a Fail whose deciding rule's failedExpression returned true:
 	// the failure is final, and DeriveState makes the object Degraded at once

@@ -21,10 +21,12 @@ func (e *Evaluator) evaluateRules(ctx context.Context, m *celbound.Meter, act *c
 	// one they were decided for (decide.go). The view (view.go, which never changes the
 	// apiVersion) is built when the first rule runs: not at all when every rule is
 	// decided.
-	decided := match.passes
+	// Those rules do not count in RulesApplied; when the apiVersion field differs,
+	// every rule is evaluated and counts.
+	decided, applied := match.passes, match.applied
 	if decided != nil {
 		if v, _ := object["apiVersion"].(string); v != apiVersion {
-			decided = nil
+			decided, applied = nil, len(rules)
 		}
 	}
 	viewed := false
@@ -60,20 +62,20 @@ func (e *Evaluator) evaluateRules(ctx context.Context, m *celbound.Meter, act *c
 			if failed {
 				continue // not false: no terminal failure
 			}
-			return r.result(Error, evaluationErrorPrefix+err.Error(), len(rules)), nil
+			return r.result(Error, evaluationErrorPrefix+err.Error(), applied), nil
 		}
 		ok, isBool := out.(types.Bool)
 		if !isBool {
 			if failed {
 				continue
 			}
-			return r.result(Error, fmt.Sprintf("%sruleExpression returned %s, not bool", evaluationErrorPrefix, typeName(out)), len(rules)), nil
+			return r.result(Error, fmt.Sprintf("%sruleExpression returned %s, not bool", evaluationErrorPrefix, typeName(out)), applied), nil
 		}
 		if ok {
 			continue
 		}
 		if r.failedExpr != nil {
-			res, decides, err := r.evalFailed(ctx, act, len(rules))
+			res, decides, err := r.evalFailed(ctx, act, applied)
 			if err != nil {
 				return Result{}, err
 			}
@@ -86,13 +88,13 @@ func (e *Evaluator) evaluateRules(ctx context.Context, m *celbound.Meter, act *c
 			if ctx != nil && ctx.Err() != nil {
 				return Result{}, ctx.Err()
 			}
-			first, failed = r.result(Fail, msg, len(rules)), true
+			first, failed = r.result(Fail, msg, applied), true
 		}
 	}
 	if failed {
 		return first, nil
 	}
-	return passedResult(len(rules)), nil
+	return passedResult(applied), nil
 }
 
 // evalFailed evaluates the failedExpression of a rule whose ruleExpression returned

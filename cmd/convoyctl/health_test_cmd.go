@@ -84,7 +84,7 @@ whose files ending in .test.yaml (at any depth) are test files. A test file (YAM
       object: objects/web-crash.yaml  # one object, relative to the test file
       state: Degraded
       message: "container main: CrashLoopBackOff"   # or messageMatches: a regular expression
-      decidedBy: {kind: GlobalHealthRuleSet, name: library-workloads, rule: 0, cause: Failed}
+      decidedBy: {kind: GlobalHealthRuleSet, name: companion-workloads, rule: 0, cause: Failed}
 
 It prints one line per case, PASS or FAIL (with what it got and what was wanted), then a
 summary; with --junit it also writes a JUnit XML report for a CI system.
