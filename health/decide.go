@@ -30,9 +30,11 @@ import (
 //
 // The verdict is the one a full evaluation gives: CEL evaluates `a || b` from the left
 // and stops at the first true term, so the full evaluation of such an object stops at
-// the same term with the same value. A decided rule still counts in
-// Result.RulesApplied; it only costs nothing (no CEL evaluation, nothing charged to a
-// Meter).
+// the same term with the same value. A decided rule costs nothing (no CEL evaluation,
+// nothing charged to a Meter), and it does not count in Result.RulesApplied or
+// Evaluator.RulesApplied: it let the object through without reading it, so it did not
+// judge it (the generic set on a ConfigMap counts 0). An object whose apiVersion field is
+// not the pair's is evaluated by every rule, and every rule counts.
 
 // apiVersionTerms returns the leading apiVersion terms of a checked ruleExpression,
 // planned as programs of their own; nil when it has none.
