@@ -71,10 +71,12 @@ func newHealthEvalCommand(env *cliEnv) *cobra.Command {
 one JSON object per line: {"apiVersion","kind","namespace","name","state","message"}, plus
 "decidedBy" ({"kind","namespace","name","rule","cause"}: the rule set and 0-based rule index
 that decided a non-Healthy state, cause RuleFailed (Progressing), DeadlinePassed (a failing
-rule, Degraded because --deadline passed), Failed (a terminal failure, Degraded at once) or
-EvaluationError (Unknown)) when a rule decided,
-and "rulesApplied": the number of rules that match the object's apiVersion and resource (0
-on a Healthy line means that no rule judged the object), and "diagnosis" for a failing
+rule, Degraded because --deadline passed), Failed (a terminal failure, Degraded at once),
+FailedFast (with --fail-fast: a terminal diagnosis, Degraded at once) or EvaluationError
+(Unknown)) when a rule decided,
+and "rulesApplied": the number of rules that match the object's apiVersion and resource,
+less the wildcard rules that pass it by its apiVersion alone without reading it (0 on a
+Healthy line means that no rule judged the object), and "diagnosis" for a failing
 Deployment, StatefulSet, DaemonSet, ReplicaSet or Job whose current Pods (found through
 owner references among the given objects, as the loop finds them on the target) show why:
 the Pod and its scheduling failure, container waiting reason, last termination or failing

@@ -129,11 +129,14 @@ kinds no rule judges). RENDER is the render that applied the object, with the re
 state was assessed at when that differs. Empty fields show as -.
 
 -o json prints the HealthResult as JSON instead. Each entry has "rulesApplied": the
-number of selected rules that match its apiVersion and resource (0: no rule judges it;
+number of selected rules that match its apiVersion and resource, less those that pass it by
+its apiVersion alone (0: no rule judges it;
 null before the observer recorded it). Each entry that is not Healthy has "decidedBy":
 the rule that decided it (rule set kind, namespace, name, rule index) and the cause:
 RuleFailed (Progressing), DeadlinePassed (a failing rule, Degraded once the deadline
-passed), Failed (a terminal failure, Degraded at once) or EvaluationError (Unknown); null when no rule decided it (the object is missing
+passed), Failed (a terminal failure, Degraded at once), FailedFast (the workload's diagnosis
+is terminal and spec.healthAssessment.failFast is on: Degraded at once) or EvaluationError
+(Unknown); null when no rule decided it (the object is missing
 or unreadable). The observer records both with the entry's state, and convoy-api answers
 them from the inventory; "decidedByError" says how many entries an observer that does not
 record them left without them. --explain ends the table output with the same explanations.
