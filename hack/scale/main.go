@@ -5,6 +5,7 @@
 //
 //	go run ./hack/scale --releases 10,100,1000 --objects 10 --changes 50
 //	go run ./hack/scale --releases 1000 --rules defaults,library
+//	go run ./hack/scale --releases 10000 --clusters 1,50,200   # the fleet mode
 package main
 
 import (
@@ -30,7 +31,9 @@ func main() {
 		releases = flag.String("releases", "10,100,1000", "comma-separated N: Releases per run")
 		objects  = flag.Int("objects", 10, "M: Deployments per Release")
 		changes  = flag.Int("changes", 50, "K: status changes measured per run (each one to unhealthy and back)")
-		perNS    = flag.Int("per-namespace", 100, "Releases per namespace (and Cluster)")
+		perNS    = flag.Int("per-namespace", 100, "Releases per namespace (and Cluster); with --clusters, N / C")
+		clusters = flag.String("clusters", "0", "comma-separated C of the fleet mode, each run for every N: C remote Clusters, "+
+			"one per namespace, each with its own kubeconfig Secret and user (0: every Release's Cluster is the management cluster)")
 		steady   = flag.Duration("steady", time.Minute, "length of the steady window")
 		interval = flag.Duration("interval", 30*time.Second, "syncPolicy.interval of every Release")
 		timeout  = flag.Duration("converge-timeout", 15*time.Minute, "give up a converge after this long")
@@ -63,6 +66,14 @@ func main() {
 		}
 		ns = append(ns, n)
 	}
+	var fleets []int
+	for _, s := range strings.Split(*clusters, ",") {
+		c, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || c < 0 {
+			fail(fmt.Errorf("--clusters: %q is not a number ≥ 0", s))
+		}
+		fleets = append(fleets, c)
+	}
 	var selections []string
 	for _, s := range strings.Split(*rules, ",") {
 		s = strings.TrimSpace(s)
@@ -76,23 +87,31 @@ func main() {
 runs:
 	for _, n := range ns {
 		var converged []*scale.Report
-		for _, sel := range selections {
-			rep, err := scale.Run(ctx, scale.Config{
-				Releases: n, Objects: *objects, Changes: *changes, PerNamespace: *perNS,
-				Steady: *steady, Interval: *interval, ConvergeTimeout: *timeout, Rules: sel,
-				Binary: bin, Args: strings.Fields(*args), Log: os.Stderr,
-			})
-			if rep != nil && rep.Converge > 0 {
-				fmt.Println(rep.Table())
-				converged = append(converged, rep)
+		for _, c := range fleets {
+			for _, sel := range selections {
+				rep, err := scale.Run(ctx, scale.Config{
+					Releases: n, Objects: *objects, Changes: *changes, PerNamespace: *perNS, Clusters: c,
+					Steady: *steady, Interval: *interval, ConvergeTimeout: *timeout, Rules: sel,
+					Binary: bin, Args: strings.Fields(*args), Log: os.Stderr,
+				})
+				if rep != nil && rep.Converge > 0 {
+					fmt.Println(rep.Table())
+					converged = append(converged, rep)
+					if len(fleets) > 1 {
+						summary = append(summary, fleetLine(rep))
+					}
+				}
+				if err != nil {
+					fmt.Fprintf(os.Stderr, "bench-scale N=%d C=%d rules %s: %v\n", n, c, sel, err)
+					status = 1
+				}
+				if ctx.Err() != nil {
+					break runs
+				}
 			}
-			if err != nil {
-				fmt.Fprintf(os.Stderr, "bench-scale N=%d rules %s: %v\n", n, sel, err)
-				status = 1
-			}
-			if ctx.Err() != nil {
-				break runs
-			}
+		}
+		if len(fleets) > 1 {
+			continue // the fleet lines compare the runs
 		}
 		if len(selections) > 1 && len(converged) == len(selections) {
 			line := fmt.Sprintf("N = %d, cold converge:", n)
@@ -107,10 +126,26 @@ runs:
 			summary = append(summary, line)
 		}
 	}
+	if len(fleets) > 1 && len(summary) > 0 {
+		fmt.Println("| N | C | converge | observer CPU | RSS | heap per object | RSS per Cluster | goroutines per Cluster | watches per Cluster |")
+		fmt.Println("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	}
 	for _, line := range summary {
 		fmt.Println(line)
 	}
 	os.Exit(status)
+}
+
+// fleetLine is one run of the fleet comparison: | N | C | converge | CPU | RSS | heap per
+// object | per Cluster: RSS, goroutines, watches |.
+func fleetLine(r *scale.Report) string {
+	perObj := 0.0
+	if r.Objects > 0 {
+		perObj = float64(r.HeapInuse) / float64(r.Objects)
+	}
+	return fmt.Sprintf("| %d | %d | %s | %s | %.0f MiB | %.0f B | %.0f KiB | %.1f | %.1f |", r.Releases, r.Clusters,
+		r.Converge.Round(10*time.Millisecond), r.CPUConverge.Round(10*time.Millisecond), float64(r.RSSConverged)/(1<<20), perObj,
+		r.PerCluster(float64(r.RSSConverged))/(1<<10), r.PerCluster(float64(r.Goroutines)), r.PerCluster(r.TargetWatches))
 }
 
 func fail(err error) {

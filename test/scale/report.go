@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -50,7 +51,19 @@ type Report struct {
 	RSSConverged, PeakRSS uint64
 	// EntryReaction and ConditionReaction: one sample per change (2 per K).
 	EntryReaction, ConditionReaction []time.Duration
+	// Namespaces is the number of namespaces (one Cluster each).
+	Namespaces int
+	// After the converge: TargetWatches is the number of open watches of target
+	// objects (deployments) on the kube-apiserver, Goroutines the observer's
+	// go_goroutines, HeapInuse its go_memstats_heap_inuse_bytes, Sockets the sockets it
+	// holds open (/proc/pid/fd).
+	TargetWatches       float64
+	Goroutines, Sockets int
+	HeapInuse           uint64
 }
+
+// PerCluster divides v by the number of Clusters of the fleet mode (1 otherwise).
+func (r *Report) PerCluster(v float64) float64 { return v / float64(max(r.Clusters, 1)) }
 
 // counts maps a label to a counter value.
 type counts map[string]float64
@@ -109,6 +122,8 @@ func ms(d time.Duration) string {
 
 func mib(b uint64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
 
+func kib(b float64) string { return fmt.Sprintf("%.0f KiB", b/(1<<10)) }
+
 // RulesName describes the rule selection of the run.
 func (r *Report) RulesName() string {
 	if r.Rules == RulesLibrary {
@@ -120,8 +135,12 @@ func (r *Report) RulesName() string {
 // Table renders the report as a text table.
 func (r *Report) Table() string {
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "## N = %d Releases × M = %d Deployments (%d objects), %d namespace(s), K = %d changes, syncPolicy.interval %s, rules %s\n\n",
-		r.Releases, r.Config.Objects, r.Objects, (r.Releases+r.PerNamespace-1)/r.PerNamespace, r.Changes, r.Interval, r.RulesName())
+	clusters := "the management cluster as every Release's target"
+	if r.Clusters > 0 {
+		clusters = fmt.Sprintf("C = %d remote Clusters (a kubeconfig Secret and a user each)", r.Clusters)
+	}
+	fmt.Fprintf(&b, "## N = %d Releases × M = %d Deployments (%d objects), %d namespace(s), %s, K = %d changes, syncPolicy.interval %s, rules %s\n\n",
+		r.Releases, r.Config.Objects, r.Objects, (r.Releases+r.PerNamespace-1)/r.PerNamespace, clusters, r.Changes, r.Interval, r.RulesName())
 	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	perMin := func(v float64) float64 { return v * float64(time.Minute) / float64(r.SteadyWindow) }
 	fmt.Fprintf(w, "cold converge (all Healthy)\t%s\t(%d sync requests)\n", r.Converge.Round(10*time.Millisecond), r.Syncs)
@@ -139,6 +158,17 @@ func (r *Report) Table() string {
 	fmt.Fprintf(w, "reaction → Healthy condition: p50 / p99 / max\t%s / %s / %s\t\n",
 		ms(percentile(r.ConditionReaction, .5)), ms(percentile(r.ConditionReaction, .99)), ms(percentile(r.ConditionReaction, 1)))
 	fmt.Fprintf(w, "steady: target GETs / management writes per minute\t%.0f / %.0f\t\n", perMin(r.TargetGets()), perMin(r.ManagementWrites()))
+	heapPerObj := uint64(0)
+	if r.Objects > 0 {
+		heapPerObj = r.HeapInuse / uint64(r.Objects)
+	}
+	fmt.Fprintf(w, "observer heap in use\t%s\t(heap / objects = %d bytes)\n", mib(r.HeapInuse), heapPerObj)
+	fmt.Fprintf(w, "target watches / goroutines / sockets\t%.0f / %d / %d\t\n", r.TargetWatches, r.Goroutines, r.Sockets)
+	if r.Clusters > 0 {
+		fmt.Fprintf(w, "per Cluster (%d remote Clusters): RSS / heap / goroutines / watches\t%s / %s / %.1f / %.1f\t(whole process divided by C)\n",
+			r.Clusters, kib(r.PerCluster(float64(r.RSSConverged))), kib(r.PerCluster(float64(r.HeapInuse))),
+			r.PerCluster(float64(r.Goroutines)), r.PerCluster(r.TargetWatches))
+	}
 	_ = w.Flush()
 	fmt.Fprintf(&b, "\n| API requests (kube-apiserver; WATCH (open) = watches opened, as a gauge) | during converge | per steady minute |\n|---|---:|---:|\n")
 	keys := map[string]bool{}
@@ -242,6 +272,54 @@ func observerReads(ctx context.Context, url string) (counts, error) {
 		out[labels(m)["source"]] += m.GetCounter().GetValue()
 	}
 	return out, nil
+}
+
+// process is what the observer's own metrics say of its process.
+type process struct {
+	goroutines int
+	heapInuse  uint64
+}
+
+// observerProcess reads go_goroutines and go_memstats_heap_inuse_bytes from the observer.
+func observerProcess(ctx context.Context, url string) (process, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return process{}, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return process{}, err
+	}
+	defer resp.Body.Close()
+	fams, err := parse(resp.Body)
+	if err != nil {
+		return process{}, err
+	}
+	var p process
+	for _, m := range fams["go_goroutines"].GetMetric() {
+		p.goroutines = int(m.GetGauge().GetValue())
+	}
+	for _, m := range fams["go_memstats_heap_inuse_bytes"].GetMetric() {
+		p.heapInuse = uint64(m.GetGauge().GetValue())
+	}
+	return p, nil
+}
+
+// sockets counts the sockets among pid's open files (/proc/pid/fd): its connections,
+// to the API server and others, and its listeners.
+func sockets(pid int) (int, error) {
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	fds, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, fd := range fds {
+		if target, err := os.Readlink(filepath.Join(dir, fd.Name())); err == nil && strings.HasPrefix(target, "socket:") {
+			n++
+		}
+	}
+	return n, nil
 }
 
 func parse(r io.Reader) (map[string]*dto.MetricFamily, error) {

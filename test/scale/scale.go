@@ -14,6 +14,14 @@
 // The target cluster is the management cluster itself (a Cluster without
 // kubeconfigSecretRef), so target and management requests are told apart by resource:
 // deployments are target objects, releases and releaseinventories management ones.
+//
+// The fleet mode (Config.Clusters = C > 0) gives the Releases C remote Clusters instead,
+// one per namespace, each with a kubeconfig Secret of its own user (a client
+// certificate; all users reach the same local API server, with read access to the
+// workloads through one group), so that each Cluster is a separate client, cache and
+// set of watches, as C real target clusters would be. The report then adds what the
+// fleet costs: open watches of target objects, the observer's goroutines, sockets and
+// heap, per Cluster and per recorded object.
 package scale
 
 import (
@@ -43,8 +51,13 @@ import (
 type Config struct {
 	// Releases (N), Objects per Release (M), Changes (K) measured for the reaction.
 	Releases, Objects, Changes int
-	// PerNamespace Releases share a namespace (and its Cluster); default 100.
+	// PerNamespace Releases share a namespace (and its Cluster); default 100. In the
+	// fleet mode it is ceil(Releases / Clusters).
 	PerNamespace int
+	// Clusters is C of the fleet mode: C remote Clusters, one per namespace, each with
+	// its own kubeconfig Secret and user; 0 (the default) makes every Release's Cluster
+	// the management cluster.
+	Clusters int
 	// Steady is the window measured after the converge; default 60s.
 	Steady time.Duration
 	// Interval is each Release's syncPolicy.interval; default 30s.
@@ -76,7 +89,9 @@ func (c *Config) defaults() {
 	if c.Rules == "" {
 		c.Rules = RulesDefaults
 	}
-	if c.PerNamespace <= 0 {
+	if c.Clusters > 0 {
+		c.PerNamespace = max(1, (c.Releases+c.Clusters-1)/c.Clusters)
+	} else if c.PerNamespace <= 0 {
 		c.PerNamespace = 100
 	}
 	if c.Steady <= 0 {
@@ -245,6 +260,12 @@ func (r *run) measure(ctx context.Context) error {
 	rep.CPUConverge, _ = cpuTime(pid)
 	rep.RSSConverged, _ = procStatus(pid, "VmRSS")
 	rep.Objects = r.cfg.Releases * r.cfg.Objects
+	rep.Namespaces = r.namespaces()
+	rep.TargetWatches = afterConverge["WATCH (open) deployments"]
+	rep.Sockets, _ = sockets(pid)
+	if p, err := observerProcess(ctx, metricsURL); err == nil {
+		rep.Goroutines, rep.HeapInuse = p.goroutines, p.heapInuse
+	}
 	r.logf("converged in %s", rep.Converge.Round(time.Millisecond))
 
 	// Steady window: nothing changes; the re-check timer (syncPolicy.interval) fires.

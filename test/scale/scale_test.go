@@ -52,3 +52,49 @@ func TestScaleShape(t *testing.T) {
 		t.Errorf("%d reactions, want %d", n, 2*rep.Changes)
 	}
 }
+
+// TestFleetShape runs the fleet mode at a small N and asserts its counts, not its speed:
+// every Release of C remote Clusters converges, each Cluster (a user of its own) has its
+// own connection and exactly one watch of the workloads (its one namespace), and a steady
+// window reads nothing from the targets but the caches.
+func TestFleetShape(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a control plane and the observer binary")
+	}
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin, err := Build(root, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	const clusters = 3
+	rep, err := Run(ctx, Config{
+		Releases: 6, Objects: 3, Changes: 1, Clusters: clusters,
+		Steady: 6 * time.Second, Interval: 5 * time.Second,
+		ConvergeTimeout: 2 * time.Minute, ReactionTimeout: 10 * time.Second,
+		Binary: bin, Log: os.Stderr,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("\n%s", rep.Table())
+	if rep.Namespaces != clusters {
+		t.Errorf("%d namespaces, want one per Cluster (%d)", rep.Namespaces, clusters)
+	}
+	if rep.TargetWatches != clusters {
+		t.Errorf("%v open watches of deployments, want %d: one per Cluster, scoped to its namespace", rep.TargetWatches, clusters)
+	}
+	if rep.Sockets <= clusters {
+		t.Errorf("%d sockets, want more than %d: each Cluster's user has a connection of its own", rep.Sockets, clusters)
+	}
+	if rep.Goroutines == 0 || rep.HeapInuse == 0 {
+		t.Errorf("goroutines %d, heap %d: the observer's process metrics were not read", rep.Goroutines, rep.HeapInuse)
+	}
+	if g := rep.TargetGets(); g != 0 {
+		t.Errorf("%v GETs of target objects in the steady window, want 0", g)
+	}
+}

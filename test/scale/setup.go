@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -34,12 +35,25 @@ func (r *run) setup(ctx context.Context) error {
 		}
 	}
 	r.report.RuleSets = len(files)
+	if r.cfg.Clusters > 0 {
+		if err := r.setupFleetAccess(ctx); err != nil {
+			return err
+		}
+	}
 	for n := 0; n < r.namespaces(); n++ {
 		ns := fmt.Sprintf("bench-%d", n)
 		if err := r.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			return err
 		}
-		if err := r.c.Create(ctx, &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "local"}}); err != nil {
+		cluster := &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: r.clusterName()}}
+		if r.cfg.Clusters > 0 {
+			ref, err := r.fleetSecret(ctx, ns, n)
+			if err != nil {
+				return err
+			}
+			cluster.Spec.KubeconfigSecretRef = ref
+		}
+		if err := r.c.Create(ctx, cluster); err != nil {
 			return err
 		}
 	}
@@ -49,6 +63,48 @@ func (r *run) setup(ctx context.Context) error {
 		g.Go(func() error { return r.setupRelease(gctx, i) })
 	}
 	return g.Wait()
+}
+
+// fleetGroup is the group of every fleet user: one ClusterRoleBinding lets them read
+// what the observer reads of a workload.
+const fleetGroup = "bench:fleet"
+
+// clusterName is the name of every namespace's Cluster: "local" (the management
+// cluster) or, in the fleet mode, "fleet" (a remote Cluster).
+func (r *run) clusterName() string {
+	if r.cfg.Clusters > 0 {
+		return "fleet"
+	}
+	return "local"
+}
+
+// setupFleetAccess lets fleetGroup get, list and watch workloads and their Pods.
+func (r *run) setupFleetAccess(ctx context.Context) error {
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "bench-fleet-read"}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{"apps"}, Resources: []string{"deployments", "replicasets"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}},
+	}}
+	if err := r.c.Create(ctx, role); err != nil {
+		return err
+	}
+	return r.c.Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "bench-fleet-read"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.GroupKind, Name: fleetGroup}}})
+}
+
+// fleetSecret creates the kubeconfig Secret of Cluster n in ns: a user of its own
+// (fleet-n, a client certificate) in fleetGroup, on the local API server.
+func (r *run) fleetSecret(ctx context.Context, ns string, n int) (*v1alpha1.SecretKeyReference, error) {
+	kubeconfig, err := r.env.UserKubeconfig(fmt.Sprintf("fleet-%d", n), fleetGroup)
+	if err != nil {
+		return nil, err
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fleet-kubeconfig"},
+		Data: map[string][]byte{"kubeconfig": kubeconfig}}
+	if err := r.create(ctx, secret); err != nil {
+		return nil, err
+	}
+	return &v1alpha1.SecretKeyReference{Name: secret.Name, Key: "kubeconfig"}, nil
 }
 
 // ruleFiles returns the files of the rule selection (Config.Rules).
@@ -95,7 +151,7 @@ func (r *run) setupRelease(ctx context.Context, i int) error {
 	rel := &v1alpha1.Release{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: relName(i)},
 		Spec: v1alpha1.ReleaseSpec{
-			ClusterRef:       v1alpha1.ClusterReference{Name: "local"},
+			ClusterRef:       v1alpha1.ClusterReference{Name: r.clusterName()},
 			HealthAssessment: &v1alpha1.HealthAssessment{GlobalRuleSetSelector: &metav1.LabelSelector{}},
 			SyncPolicy:       &v1alpha1.SyncPolicy{Interval: &metav1.Duration{Duration: r.cfg.Interval}},
 		},
