@@ -277,9 +277,8 @@ func (c *Cache) restConfig(cluster *v1alpha1.Cluster, data []byte) (*rest.Config
 // ownTransport gives the clients of a kubeconfig Secret's config transports of their
 // own. client-go keeps every transport it builds in a process-wide cache keyed by the
 // TLS settings (certificates and keys included) and never evicts one: each new or
-// rotated credential of a tenant's kubeconfig would leave a transport, its connections
-// and their goroutines behind for the life of the process (about 2 goroutines and 280
-// KiB per Cluster in TestClustersComeAndGoWithoutLeaks). A config with a dialer of its
+// rotated credential of a tenant's kubeconfig would leave its transport (its TLS state,
+// and its connection pool) behind for the life of the process. A config with a dialer of its
 // own is not cached; the dialer is the one client-go uses by default (30 s connect
 // timeout and keep-alive). The clients are dropped with the Cluster's cachedClient,
 // which closes their idle connections. The process's own config (Options.Local) keeps
