@@ -14,17 +14,7 @@ import (
 // write to the management cluster, and each status change reaches its entry and the
 // Healthy condition (a bounded wait of a few seconds, not a timing assertion).
 func TestScaleShape(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a control plane and the observer binary")
-	}
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin, err := Build(root, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := observerBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	rep, err := Run(ctx, Config{
@@ -58,17 +48,7 @@ func TestScaleShape(t *testing.T) {
 // own connection and exactly one watch of the workloads (its one namespace), and a steady
 // window reads nothing from the targets but the caches.
 func TestFleetShape(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a control plane and the observer binary")
-	}
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin, err := Build(root, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := observerBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	const clusters = 3
@@ -97,4 +77,21 @@ func TestFleetShape(t *testing.T) {
 	if g := rep.TargetGets(); g != 0 {
 		t.Errorf("%v GETs of target objects in the steady window, want 0", g)
 	}
+}
+
+// observerBinary builds convoy-observer for a run, or skips the test in -short mode.
+func observerBinary(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts a control plane and the observer binary")
+	}
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin, err := Build(root, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin
 }
