@@ -72,7 +72,14 @@ type Evaluator struct {
 
 	resolved  sync.Map // matchKey → matched, only when wildcard is not empty
 	nResolved atomic.Int64
+
+	// fields is what its rules read (FieldsOf).
+	fields *RuleFields
 }
+
+// Fields returns what the evaluator's rules read of the objects they match: FieldsOf
+// of its rule sets.
+func (e *Evaluator) Fields() *RuleFields { return e.fields }
 
 // matched is the rules that apply to an (apiVersion, resource) pair, in the evaluator's
 // order, and which of them are decided at match time (decide.go).
@@ -105,7 +112,7 @@ func NewEvaluator(global []extv1alpha1.GlobalHealthRuleSet, local []extv1alpha1.
 	if err != nil {
 		return nil, err
 	}
-	e := &Evaluator{env: env, exact: map[matchKey][]*compiledRule{}}
+	e := &Evaluator{env: env, exact: map[matchKey][]*compiledRule{}, fields: FieldsOf(global, local)}
 
 	globalOrder := sortedIndexes(len(global), func(a, b int) int {
 		return cmp.Compare(global[a].Name, global[b].Name)

@@ -6,6 +6,7 @@
 //	go run ./hack/scale --releases 10,100,1000 --objects 10 --changes 50
 //	go run ./hack/scale --releases 1000 --rules defaults,library
 //	go run ./hack/scale --releases 10000 --clusters 1,50,200   # the fleet mode
+//	go run ./hack/scale --releases 1000,10000 --floor 3         # against the floor client
 package main
 
 import (
@@ -38,7 +39,9 @@ func main() {
 		interval = flag.Duration("interval", 30*time.Second, "syncPolicy.interval of every Release")
 		timeout  = flag.Duration("converge-timeout", 15*time.Minute, "give up a converge after this long")
 		args     = flag.String("observer-args", "", "extra flags of convoy-observer, space-separated (e.g. \"--target-direct-reads\")")
-		rules    = flag.String("rules", scale.RulesDefaults, "comma-separated rule selections, each run for every N: "+
+		floor    = flag.Int("floor", 0, "P > 0: for each N, P pairs of runs, the floor client (test/scale/floorclient: the spec's writes only) "+
+			"then convoy-observer, each pair printing the converge and CPU ratios (observer / floor); without --clusters")
+		rules = flag.String("rules", scale.RulesDefaults, "comma-separated rule selections, each run for every N: "+
 			scale.RulesDefaults+" (convoy-defaults) or "+scale.RulesLibrary+" (convoy-defaults, the whole rule library and the generic set)")
 	)
 	flag.Parse()
@@ -57,6 +60,12 @@ func main() {
 	bin, err := scale.Build(root, dir)
 	if err != nil {
 		fail(err)
+	}
+	floorBin := ""
+	if *floor > 0 {
+		if floorBin, err = scale.BuildFloor(root, dir); err != nil {
+			fail(err)
+		}
 	}
 	var ns []int
 	for _, s := range strings.Split(*releases, ",") {
@@ -81,6 +90,22 @@ func main() {
 			fail(fmt.Errorf("--rules: %q is neither %s nor %s", s, scale.RulesDefaults, scale.RulesLibrary))
 		}
 		selections = append(selections, s)
+	}
+	if *floor > 0 {
+		if len(fleets) > 1 || fleets[0] != 0 || len(selections) > 1 {
+			fail(fmt.Errorf("--floor compares one selection on the management cluster: no --clusters, one --rules"))
+		}
+		os.Exit(floorPairs(ctx, ns, *floor, func(n int, useFloor bool) scale.Config {
+			cfg := scale.Config{Releases: n, Objects: *objects, Changes: *changes, PerNamespace: *perNS,
+				Steady: time.Second, Interval: *interval, ConvergeTimeout: *timeout, Rules: selections[0],
+				Binary: bin, Args: strings.Fields(*args), Log: os.Stderr}
+			if useFloor {
+				cfg.Binary, cfg.Args, cfg.Floor, cfg.Changes = floorBin, nil, true, 0
+			} else {
+				cfg.Changes = 0
+			}
+			return cfg
+		}))
 	}
 	status := 0
 	var summary []string
@@ -146,6 +171,43 @@ func fleetLine(r *scale.Report) string {
 	return fmt.Sprintf("| %d | %d | %s | %s | %.0f MiB | %.0f B | %.0f KiB | %.1f | %.1f |", r.Releases, r.Clusters,
 		r.Converge.Round(10*time.Millisecond), r.CPUConverge.Round(10*time.Millisecond), float64(r.RSSConverged)/(1<<20), perObj,
 		r.PerCluster(float64(r.RSSConverged))/(1<<10), r.PerCluster(float64(r.Goroutines)), r.PerCluster(r.TargetWatches))
+}
+
+// floorPairs runs, for each N, p pairs (the floor client, then the observer) and prints
+// each pair's ratios, then returns the exit status.
+func floorPairs(ctx context.Context, ns []int, p int, config func(n int, floor bool) scale.Config) int {
+	status := 0
+	var summary []string
+	for _, n := range ns {
+		for k := 1; k <= p && ctx.Err() == nil; k++ {
+			var pair [2]*scale.Report
+			for i, useFloor := range []bool{true, false} {
+				rep, err := scale.Run(ctx, config(n, useFloor))
+				if err != nil {
+					fmt.Fprintf(os.Stderr, "bench-scale N=%d floor=%v: %v\n", n, useFloor, err)
+					status = 1
+					break
+				}
+				fmt.Println(rep.Table())
+				pair[i] = rep
+			}
+			if pair[1] == nil {
+				continue
+			}
+			f, o := pair[0], pair[1]
+			summary = append(summary, fmt.Sprintf("| %d | %d | %s | %s | %.2f | %s / %s | %s / %s | %.2f |", n, k,
+				f.Converge.Round(10*time.Millisecond), o.Converge.Round(10*time.Millisecond), float64(o.Converge)/float64(f.Converge),
+				f.CPUConverge.Round(10*time.Millisecond), o.CPUConverge.Round(10*time.Millisecond),
+				f.APIServerCPUConverge.Round(10*time.Millisecond), o.APIServerCPUConverge.Round(10*time.Millisecond),
+				float64(o.APIServerCPUConverge)/float64(f.APIServerCPUConverge)))
+		}
+	}
+	fmt.Println("| N | pair | floor converge | observer converge | ratio | client CPU floor / observer | kube-apiserver CPU floor / observer | ratio |")
+	fmt.Println("|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, line := range summary {
+		fmt.Println(line)
+	}
+	return status
 }
 
 func fail(err error) {

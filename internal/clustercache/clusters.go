@@ -9,9 +9,11 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
@@ -20,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
+	"github.com/kumodo/convoy-observer/health"
 	"github.com/kumodo/convoy-observer/internal/kubeconfig"
 )
 
@@ -38,6 +41,9 @@ type Cache struct {
 	cancel context.CancelFunc
 	// running tracks their goroutines, so Stop returns once they are gone.
 	running *goroutines
+
+	// fields is what the rules read (SetRuleFields); nil until set: every field is kept.
+	fields atomic.Pointer[keptFields]
 
 	mu      sync.Mutex
 	stopped bool
@@ -196,7 +202,46 @@ func (c *Cache) build(cluster *v1alpha1.Cluster, kubeconfig []byte) (*cachedClie
 		own = append(own, whc)
 	}
 	tw := newTargetWatches(c.ctx, c.running, key, wdyn, direct, &c.opts, c.objectChanged)
+	tw.fieldsFor = c.fieldsFor
 	return &cachedClient{reader: tw, watches: tw, own: own}, nil
+}
+
+// SetRuleFields sets what the rules read (health.FieldsOf of every rule set): from now
+// on the informers keep of each object only what the rules that match its type read,
+// and what the loop always reads (health.RuleFields.For); docs/design.md, "What the
+// cache keeps". An informer whose objects lack a field that the new rules read starts
+// again (one new list of its type and namespace); one whose rules read less keeps its
+// objects until they change. nil keeps every field.
+func (c *Cache) SetRuleFields(rf *health.RuleFields) {
+	c.fields.Store(&keptFields{rf: rf})
+	c.mu.Lock()
+	var watches []*targetWatches
+	for _, cc := range c.clients {
+		if cc.watches != nil {
+			watches = append(watches, cc.watches)
+		}
+	}
+	c.mu.Unlock()
+	for _, tw := range watches {
+		tw.refield()
+	}
+}
+
+// RuleFields returns what SetRuleFields last set; ok is false before the first call.
+func (c *Cache) RuleFields() (rf *health.RuleFields, ok bool) {
+	if k := c.fields.Load(); k != nil {
+		return k.rf, true
+	}
+	return nil, false
+}
+
+// keptFields is one SetRuleFields.
+type keptFields struct{ rf *health.RuleFields }
+
+// fieldsFor returns the fields that informers of gvr keep (nil: every field).
+func (c *Cache) fieldsFor(gvr schema.GroupVersionResource) *health.Fields {
+	rf, _ := c.RuleFields()
+	return rf.For(gvr.GroupVersion().String(), gvr.Resource)
 }
 
 // secretChanged rebuilds the clients of the Clusters (keys) whose kubeconfig Secret

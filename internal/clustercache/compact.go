@@ -10,6 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/kumodo/convoy-observer/health"
 )
 
 // compactObject is a target object as the cache keeps it: its JSON (after
@@ -24,9 +26,14 @@ type compactObject struct {
 	raw  []byte
 }
 
-// compactForCache is the informers' transform: stripForCache, then compactObject.
-// Anything else (a tombstone, an object that does not encode) is kept as it is.
-func compactForCache(obj any) (any, error) {
+// compactForCache returns the informers' transform: stripForCache, then only the
+// fields (nil: all; health.Fields.Prune), then compactObject. Anything else (a
+// tombstone, an object that does not encode) is kept as it is.
+func compactForCache(fields *health.Fields) toolscache.TransformFunc {
+	return func(obj any) (any, error) { return compact(obj, fields) }
+}
+
+func compact(obj any, fields *health.Fields) (any, error) {
 	obj, err := stripForCache(obj)
 	if err != nil {
 		return obj, err
@@ -35,6 +42,7 @@ func compactForCache(obj any) (any, error) {
 	if !ok {
 		return obj, nil
 	}
+	fields.Prune(u.Object)
 	raw, err := u.MarshalJSON()
 	if err != nil {
 		return obj, nil //nolint:nilerr // kept as it is: the cache still works, only larger

@@ -32,7 +32,7 @@ func TestCompactForCache(t *testing.T) {
 	want.SetManagedFields(nil)
 	want.SetAnnotations(map[string]string{"keep": "me"})
 
-	obj, err := compactForCache(u)
+	obj, err := compactForCache(nil)(u)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func TestCompactForCache(t *testing.T) {
 		t.Fatal("a read shares its maps with the cache")
 	}
 	tomb := toolscache.DeletedFinalStateUnknown{Key: "demo/web", Obj: c}
-	if out, _ := compactForCache(tomb); out != any(tomb) {
+	if out, _ := compactForCache(nil)(tomb); out != any(tomb) {
 		t.Fatalf("a tombstone became %T", out)
 	}
 }

@@ -18,6 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
+
+	"github.com/kumodo/convoy-observer/health"
 )
 
 // What the informers of targets and of kubeconfig Secrets share: the record of their
@@ -42,6 +44,8 @@ type scopeInformer struct {
 	informer toolscache.SharedIndexInformer
 	cancel   context.CancelFunc
 	clock    clock.PassiveClock
+	// fields are the fields its objects keep (nil: all), fixed at its start.
+	fields *health.Fields
 
 	mu      sync.Mutex
 	lastErr error // the last list/watch error, cleared by the next success

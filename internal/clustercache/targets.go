@@ -17,6 +17,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sync"
+
+	"github.com/kumodo/convoy-observer/health"
 )
 
 // Read sources of a target object, the values of the metric label "source".
@@ -36,12 +38,14 @@ const (
 // informer per namespace (memory bounded by what Releases record); more namespaces
 // share one informer for all namespaces (watches bounded by the number of types).
 type targetWatches struct {
-	cluster   string
-	client    dynamic.Interface // no client timeout: watches are long requests
-	direct    *dynamicReader    // GETs with the hold-down
-	opts      *Options
-	log       logr.Logger
-	onObject  func(ObjectKey)
+	cluster  string
+	client   dynamic.Interface // no client timeout: watches are long requests
+	direct   *dynamicReader    // GETs with the hold-down
+	opts     *Options
+	log      logr.Logger
+	onObject func(ObjectKey)
+	// fieldsFor returns the fields that an informer of the type keeps (nil: all).
+	fieldsFor func(schema.GroupVersionResource) *health.Fields
 	running   *goroutines
 	ctx       context.Context
 	cancelAll context.CancelFunc
@@ -148,11 +152,37 @@ func (w *targetWatches) desiredLocked(counts map[schema.GroupVersionResource]map
 	return want
 }
 
-// startLocked starts the informer of k: objects go through compactForCache, list and
-// watch errors are recorded (a forbidden or unserved type falls back to GETs).
+// refield starts again every informer whose objects lack a field that the rules now
+// read (Cache.SetRuleFields).
+func (w *targetWatches) refield() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped {
+		return
+	}
+	for k, s := range w.informers {
+		if want := w.fields(k.gvr); !s.fields.Covers(want) {
+			s.cancel()
+			w.informers[k] = w.startLocked(k)
+			w.log.V(1).Info("watching again: the rules read more fields", "scope", k.String(), "fields", want.String())
+		}
+	}
+}
+
+// fields returns the fields that an informer of gvr keeps (nil: all).
+func (w *targetWatches) fields(gvr schema.GroupVersionResource) *health.Fields {
+	if w.fieldsFor == nil {
+		return nil
+	}
+	return w.fieldsFor(gvr)
+}
+
+// startLocked starts the informer of k: objects go through compactForCache with the
+// fields that the rules read of k's type, list and watch errors are recorded (a
+// forbidden or unserved type falls back to GETs).
 func (w *targetWatches) startLocked(k scopeKey) *scopeInformer {
 	ctx, cancel := context.WithCancel(w.ctx)
-	s := &scopeInformer{key: k, cancel: cancel, clock: w.opts.Clock}
+	s := &scopeInformer{key: k, cancel: cancel, clock: w.opts.Clock, fields: w.fields(k.gvr)}
 	s.touch()
 	ri := w.client.Resource(k.gvr).Namespace(k.namespace)
 	record := func(err error) {
@@ -177,7 +207,7 @@ func (w *targetWatches) startLocked(k scopeKey) *scopeInformer {
 		record(err)
 		w.log.V(1).Info("watch error", "scope", k.String(), "error", err.Error())
 	}, notify)
-	_ = s.informer.SetTransform(compactForCache)
+	_ = s.informer.SetTransform(compactForCache(s.fields))
 	w.running.goRun(ctx, s.informer.RunWithContext)
 	w.running.goRun(ctx, func(ctx context.Context) { w.bound(ctx, s) })
 	return s

@@ -167,6 +167,10 @@ func (h *HealthController) observeEntries(ctx context.Context, rel *v1alpha1.Rel
 	if err != nil {
 		return nil, err
 	}
+	// The cache must keep what the rules read of these types before they are read.
+	if err := h.keepFields(ctx, evaluator, entries); err != nil {
+		return nil, err
+	}
 	// 5. Prior states and anchors, before this pass writes.
 	priors := priorAndAnchors(entries)
 	// 6. Each entry.

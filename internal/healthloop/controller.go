@@ -87,6 +87,8 @@ type HealthController struct {
 	// passes and Releases; nil gets one on first use.
 	Evaluators *health.EvaluatorCache
 	evalOnce   sync.Once
+	// fields serializes the computations of what the rules read (keepFields).
+	fields ruleFields
 	// Enqueue adds a Release key to the loop's queue; SetupWithManager sets it. Changes
 	// of target objects wake the Releases that read them through it (nil: no wake-ups).
 	Enqueue func(key string)

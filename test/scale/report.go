@@ -139,10 +139,21 @@ func (r *Report) Table() string {
 	if r.Clusters > 0 {
 		clusters = fmt.Sprintf("C = %d remote Clusters (a kubeconfig Secret and a user each)", r.Clusters)
 	}
+	if r.Floor {
+		b.WriteString("## The floor client (test/scale/floorclient), not convoy-observer: the converge figures only\n")
+	}
 	fmt.Fprintf(&b, "## N = %d Releases × M = %d Deployments (%d objects), %d namespace(s), %s, K = %d changes, syncPolicy.interval %s, rules %s\n\n",
 		r.Releases, r.Config.Objects, r.Objects, (r.Releases+r.PerNamespace-1)/r.PerNamespace, clusters, r.Changes, r.Interval, r.RulesName())
 	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	perMin := func(v float64) float64 { return v * float64(time.Minute) / float64(r.SteadyWindow) }
+	if r.Floor {
+		fmt.Fprintf(w, "cold converge (all Healthy)\t%s\t(%d sync requests)\n", r.Converge.Round(10*time.Millisecond), r.Syncs)
+		fmt.Fprintf(w, "floor client CPU / kube-apiserver CPU\t%s / %s\t\n", r.CPUConverge.Round(10*time.Millisecond),
+			r.APIServerCPUConverge.Round(10*time.Millisecond))
+		fmt.Fprintf(w, "floor client RSS: peak\t%s\t\n", mib(r.PeakRSS))
+		_ = w.Flush()
+		return b.String()
+	}
 	fmt.Fprintf(w, "cold converge (all Healthy)\t%s\t(%d sync requests)\n", r.Converge.Round(10*time.Millisecond), r.Syncs)
 	fmt.Fprintf(w, "observer CPU: converge / steady\t%s / %s per minute\t(%.0f%% of a core while converging; kube-apiserver: %s, %.0f%%)\n",
 		r.CPUConverge.Round(10*time.Millisecond), time.Duration(perMin(float64(r.CPUSteady))).Round(10*time.Millisecond),

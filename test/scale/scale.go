@@ -70,7 +70,12 @@ type Config struct {
 	Rules string
 	// Binary is the convoy-observer binary; Args are added to its flags.
 	Binary string
-	Args   []string
+	// Floor: Binary is test/scale/floorclient (BuildFloor), the least a health loop must
+	// do (the spec's writes only, with the observer's concurrency and client settings);
+	// the run ends after the converge (no steady window, no reactions: it does not watch
+	// for them). Only without Clusters.
+	Floor bool
+	Args  []string
 	// Log receives progress lines.
 	Log io.Writer
 }
@@ -113,11 +118,20 @@ func (c *Config) defaults() {
 
 // Build builds convoy-observer from the repository at root into dir and returns its path.
 func Build(root, dir string) (string, error) {
-	bin := filepath.Join(dir, "convoy-observer")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/convoy-observer")
+	return build(root, dir, "convoy-observer", "./cmd/convoy-observer")
+}
+
+// BuildFloor builds test/scale/floorclient (Config.Floor) into dir and returns its path.
+func BuildFloor(root, dir string) (string, error) {
+	return build(root, dir, "floorclient", "./test/scale/floorclient")
+}
+
+func build(root, dir, name, pkg string) (string, error) {
+	bin := filepath.Join(dir, name)
+	cmd := exec.Command("go", "build", "-o", bin, pkg)
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building convoy-observer: %w\n%s", err, out)
+		return "", fmt.Errorf("building %s: %w\n%s", name, err, out)
 	}
 	return bin, nil
 }
@@ -140,6 +154,9 @@ func (r *run) logf(format string, args ...any) {
 // Run does one run on a fresh control plane and returns its report.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	cfg.defaults()
+	if cfg.Floor && cfg.Clusters > 0 {
+		return nil, fmt.Errorf("the floor client judges the management cluster's Deployments only: no Clusters")
+	}
 	if cfg.Rules != RulesDefaults && cfg.Rules != RulesLibrary {
 		return nil, fmt.Errorf("rules %q: want %q or %q", cfg.Rules, RulesDefaults, RulesLibrary)
 	}
@@ -267,6 +284,10 @@ func (r *run) measure(ctx context.Context) error {
 		rep.Goroutines, rep.HeapInuse = p.goroutines, p.heapInuse
 	}
 	r.logf("converged in %s", rep.Converge.Round(time.Millisecond))
+	if r.cfg.Floor {
+		rep.PeakRSS, _ = procStatus(pid, "VmHWM")
+		return nil
+	}
 
 	// Steady window: nothing changes; the re-check timer (syncPolicy.interval) fires.
 	cpu0, _ := cpuTime(pid)
