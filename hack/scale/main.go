@@ -10,6 +10,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -152,7 +153,7 @@ runs:
 		}
 	}
 	if len(fleets) > 1 && len(summary) > 0 {
-		fmt.Println("| N | C | converge | observer CPU | RSS | heap per object | RSS per Cluster | goroutines per Cluster | watches per Cluster |")
+		fmt.Println("| N | C | converge | observer CPU | RSS | live heap per object | RSS per Cluster | goroutines per Cluster | watches per Cluster |")
 		fmt.Println("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	}
 	for _, line := range summary {
@@ -162,11 +163,11 @@ runs:
 }
 
 // fleetLine is one run of the fleet comparison: | N | C | converge | CPU | RSS | heap per
-// object | per Cluster: RSS, goroutines, watches |.
+// object (the live heap after a GC when measured) | per Cluster: RSS, goroutines, watches |.
 func fleetLine(r *scale.Report) string {
 	perObj := 0.0
 	if r.Objects > 0 {
-		perObj = float64(r.HeapInuse) / float64(r.Objects)
+		perObj = float64(cmp.Or(r.HeapLive, r.HeapInuse)) / float64(r.Objects)
 	}
 	return fmt.Sprintf("| %d | %d | %s | %s | %.0f MiB | %.0f B | %.0f KiB | %.1f | %.1f |", r.Releases, r.Clusters,
 		r.Converge.Round(10*time.Millisecond), r.CPUConverge.Round(10*time.Millisecond), float64(r.RSSConverged)/(1<<20), perObj,

@@ -15,16 +15,26 @@ import (
 )
 
 // compactObject is a target object as the cache keeps it: its JSON (after
-// stripForCache) and the metadata that the store's key function and the change handler
-// read (namespace, name, resourceVersion). An unstructured object holds every field in
-// its own map or string and costs about three times its JSON; the JSON is decoded again
-// on every read, which costs about what the deep copy that a read of an unstructured
-// object needs anyway.
+// stripForCache and the rules' fields) and the metadata that the store's key function
+// and the change handler read (namespace, name, resourceVersion), 96 bytes besides the
+// JSON. An unstructured object holds every field in its own map or string and costs
+// about three times its JSON; the JSON is decoded again on every read, which costs
+// about what the deep copy that a read of an unstructured object needs anyway.
 type compactObject struct {
-	metav1.ObjectMeta
-	kind string
-	raw  []byte
+	namespace, name, resourceVersion string
+	kind                             string
+	raw                              []byte
 }
+
+// GetObjectMeta makes compactObject an object to meta.Accessor (the store's key
+// function, the change handler): a metadata of its namespace, name and resourceVersion,
+// made on each call rather than kept (an ObjectMeta is 232 bytes).
+func (o *compactObject) GetObjectMeta() metav1.Object {
+	return &metav1.ObjectMeta{Namespace: o.namespace, Name: o.name, ResourceVersion: o.resourceVersion}
+}
+
+// GetResourceVersion returns the object's resourceVersion.
+func (o *compactObject) GetResourceVersion() string { return o.resourceVersion }
 
 // compactForCache returns the informers' transform: stripForCache, then only the
 // fields (nil: all; health.Fields.Prune), then compactObject. Anything else (a
@@ -49,8 +59,8 @@ func compact(obj any, fields *health.Fields) (any, error) {
 	}
 	raw = bytes.Clone(raw) // the encoder's buffer has room to spare
 	return &compactObject{
-		ObjectMeta: metav1.ObjectMeta{Namespace: u.GetNamespace(), Name: u.GetName(), ResourceVersion: u.GetResourceVersion()},
-		kind:       u.GetKind(), raw: raw,
+		namespace: u.GetNamespace(), name: u.GetName(), resourceVersion: u.GetResourceVersion(),
+		kind: u.GetKind(), raw: raw,
 	}, nil
 }
 
@@ -61,7 +71,7 @@ func cachedUnstructured(obj any) (*unstructured.Unstructured, error) {
 	case *compactObject:
 		u := &unstructured.Unstructured{}
 		if err := u.UnmarshalJSON(o.raw); err != nil {
-			return nil, fmt.Errorf("decoding the cached %s %s: %w", o.kind, o.Name, err)
+			return nil, fmt.Errorf("decoding the cached %s %s: %w", o.kind, o.name, err)
 		}
 		return u, nil
 	case *unstructured.Unstructured:

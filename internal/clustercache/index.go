@@ -1,7 +1,7 @@
 package clustercache
 
 import (
-	"sort"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -14,9 +14,11 @@ import (
 // From it come the Releases a changed object wakes (objects) and, per cluster, the
 // types and namespaces its informers cover (scopes).
 type index struct {
-	releases map[string]tracked                                        // release → what it reads
-	objects  map[ObjectKey]map[string]struct{}                         // object → releases
-	scopes   map[string]map[schema.GroupVersionResource]map[string]int // cluster → gvr → namespace → refs
+	releases map[string]tracked // release → what it reads
+	// objects maps an object to the Releases that read it, unsorted and without repeats:
+	// almost always one, so a slice (24 bytes) rather than a set (a map costs ~200).
+	objects map[ObjectKey][]string
+	scopes  map[string]map[schema.GroupVersionResource]map[string]int // cluster → gvr → namespace → refs
 }
 
 type tracked struct {
@@ -25,7 +27,7 @@ type tracked struct {
 }
 
 func newIndex() index {
-	return index{releases: map[string]tracked{}, objects: map[ObjectKey]map[string]struct{}{},
+	return index{releases: map[string]tracked{}, objects: map[ObjectKey][]string{},
 		scopes: map[string]map[schema.GroupVersionResource]map[string]int{}}
 }
 
@@ -52,12 +54,10 @@ func (x *index) set(release, cluster string, refs []TargetRef) []string {
 		x.scopes[cluster] = counts
 	}
 	for _, r := range refs {
-		m := x.objects[r.key(cluster)]
-		if m == nil {
-			m = map[string]struct{}{}
-			x.objects[r.key(cluster)] = m
+		k := r.key(cluster)
+		if m := x.objects[k]; !slices.Contains(m, release) {
+			x.objects[k] = append(m, release)
 		}
-		m[release] = struct{}{}
 		nss := counts[r.GVR]
 		if nss == nil {
 			nss = map[string]int{}
@@ -76,9 +76,13 @@ func (x *index) remove(release string, t tracked) {
 	for _, r := range t.refs {
 		k := r.key(t.cluster)
 		if m := x.objects[k]; m != nil {
-			delete(m, release)
+			if i := slices.Index(m, release); i >= 0 {
+				m = slices.Delete(m, i, i+1)
+			}
 			if len(m) == 0 {
 				delete(x.objects, k)
+			} else {
+				x.objects[k] = m
 			}
 		}
 		if nss := counts[r.GVR]; nss != nil {
@@ -97,11 +101,8 @@ func (x *index) remove(release string, t tracked) {
 
 // readers returns the sorted keys of the Releases that read k.
 func (x *index) readers(k ObjectKey) []string {
-	out := make([]string, 0, len(x.objects[k]))
-	for r := range x.objects[k] {
-		out = append(out, r)
-	}
-	sort.Strings(out)
+	out := slices.Clone(x.objects[k])
+	slices.Sort(out)
 	return out
 }
 

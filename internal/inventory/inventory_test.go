@@ -51,6 +51,15 @@ func TestRecordedFromManagedFields(t *testing.T) {
 	obs := `{"f:entries":{"k:{\"group\":\"\",\"kind\":\"ConfigMap\",\"name\":\"a\",\"namespace\":\"d\"}":{".":{},"f:state":{}},` +
 		`"k:{\"group\":\"\",\"kind\":\"ConfigMap\",\"name\":\"gone\",\"namespace\":\"d\"}":{".":{},"f:state":{}}}}`
 	hooks := `{"f:hooks":{"k:{\"name\":\"old\"}":{".":{},"f:state":{}}}}`
+	for _, compacted := range []bool{false, true} {
+		recordedFromManagedFields(t, cm, obs, hooks, compacted)
+	}
+}
+
+// recordedFromManagedFields is TestRecordedFromManagedFields on the inventory as it is
+// or as the observer's cache keeps it (CompactForCache): the same answers.
+func recordedFromManagedFields(t *testing.T, cm, obs, hooks string, compacted bool) {
+	t.Helper()
 	inv := &v1alpha1.ReleaseInventory{
 		ObjectMeta: metav1.ObjectMeta{ManagedFields: []metav1.ManagedFieldsEntry{
 			{Manager: "convoy-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate, FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(cm)},
@@ -60,19 +69,28 @@ func TestRecordedFromManagedFields(t *testing.T) {
 		Entries: []v1alpha1.InventoryEntry{{Kind: "ConfigMap", Namespace: "d", Name: "a"}, {Kind: "ConfigMap", Namespace: "d", Name: "gone"}},
 		Hooks:   []v1alpha1.HookEntry{{Name: "pre"}, {Name: "old"}},
 	}
+	if compacted {
+		before := len(inv.ManagedFields[0].FieldsV1.GetRawBytes())
+		if _, err := CompactForCache(inv); err != nil {
+			t.Fatal(err)
+		}
+		if after := len(inv.ManagedFields[0].FieldsV1.GetRawBytes()); after >= before {
+			t.Fatalf("compacted managedFields of %d bytes, was %d", after, before)
+		}
+	}
 	entries, stale, err := RecordedEntries(inv, FieldManagerInventory)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(entries) != 1 || entries[0].Name != "a" || !stale {
-		t.Fatalf("entries = %v, stale = %v", entries, stale)
+		t.Fatalf("compacted %v: entries = %v, stale = %v", compacted, entries, stale)
 	}
 	hs, staleHooks, err := RecordedHooks(inv, FieldManagerHookStatus)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(hs) != 1 || hs[0].Name != "pre" || !staleHooks {
-		t.Fatalf("hooks = %v, stale = %v", hs, staleHooks)
+		t.Fatalf("compacted %v: hooks = %v, stale = %v", compacted, hs, staleHooks)
 	}
 	// Another manager's leftovers are not the observer's to drop.
 	if _, stale, _ := RecordedEntries(inv, FieldManagerHookStatus); stale {

@@ -30,6 +30,7 @@ import (
 	"github.com/kumodo/convoy-observer/internal/clustercache"
 	"github.com/kumodo/convoy-observer/internal/fairshare"
 	"github.com/kumodo/convoy-observer/internal/healthloop"
+	"github.com/kumodo/convoy-observer/internal/inventory"
 	"github.com/kumodo/convoy-observer/internal/scheme"
 	syncapiclient "github.com/kumodo/convoy-observer/internal/syncapi/client"
 )
@@ -96,7 +97,10 @@ func New(ctx context.Context, cfg *rest.Config, o *Options) (manager.Manager, er
 	// the cache does not keep them.
 	strip := cache.ByObject{Transform: cache.TransformStripManagedFields()}
 	opts.Cache.ByObject = map[client.Object]cache.ByObject{
-		&v1alpha1.Release{}: strip, &v1alpha1.Cluster{}: strip,
+		// Of an inventory's managedFields the loop reads which list elements each manager
+		// owns, nothing else: the rest is dropped, and repeated strings are shared.
+		&v1alpha1.ReleaseInventory{}: {Transform: inventory.CompactForCache},
+		&v1alpha1.Release{}:          strip, &v1alpha1.Cluster{}: strip,
 		&extv1alpha1.GlobalHealthRuleSet{}: strip, &extv1alpha1.HealthRuleSet{}: strip,
 	}
 	if len(m.Namespaces) > 0 {

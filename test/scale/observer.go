@@ -13,7 +13,9 @@ import (
 	"time"
 )
 
-// startObserver runs the binary against the control plane, with a stub sync endpoint.
+// startObserver runs the binary against the control plane, with a stub sync endpoint,
+// and returns it with the URL of its metrics; r.pprof is the address of its pprof
+// endpoint (the live heap after a collection, liveHeap).
 func (r *run) startObserver(ctx context.Context) (*exec.Cmd, string, error) {
 	kc, err := r.env.AdminKubeconfig()
 	if err != nil {
@@ -34,8 +36,13 @@ func (r *run) startObserver(ctx context.Context) (*exec.Cmd, string, error) {
 	}
 	metricsAddr := ln.Addr().String()
 	ln.Close()
+	if ln, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+		return nil, "", err
+	}
+	r.pprof = ln.Addr().String()
+	ln.Close()
 	args := append([]string{"--kubeconfig", kcPath, "--sync-url", sync.URL,
-		"--metrics-bind-address", metricsAddr, "--health-probe-bind-address", "0", "--v", "0"}, r.cfg.Args...)
+		"--metrics-bind-address", metricsAddr, "--pprof-bind-address", r.pprof, "--health-probe-bind-address", "0", "--v", "0"}, r.cfg.Args...)
 	cmd := exec.Command(r.cfg.Binary, args...)
 	logf, err := os.Create(filepath.Join(r.dir, "observer.log"))
 	if err != nil {
@@ -67,6 +74,9 @@ func (r *run) copyLog() {
 		return
 	}
 	name := fmt.Sprintf("bench-scale-observer-N%d.log", r.cfg.Releases)
+	if r.cfg.Floor {
+		name = fmt.Sprintf("bench-scale-floor-N%d.log", r.cfg.Releases)
+	}
 	if err := os.WriteFile(filepath.Join(os.TempDir(), name), b, 0o644); err == nil {
 		r.logf("observer log: %s", filepath.Join(os.TempDir(), name))
 	}

@@ -60,6 +60,10 @@ type Report struct {
 	TargetWatches       float64
 	Goroutines, Sockets int
 	HeapInuse           uint64
+	// HeapLive is the observer's live heap right after a garbage collection, at the end
+	// of the steady window (what it keeps, without the garbage of the converge); 0 when
+	// its pprof endpoint did not answer.
+	HeapLive uint64
 }
 
 // PerCluster divides v by the number of Clusters of the fleet mode (1 otherwise).
@@ -174,6 +178,9 @@ func (r *Report) Table() string {
 		heapPerObj = r.HeapInuse / uint64(r.Objects)
 	}
 	fmt.Fprintf(w, "observer heap in use\t%s\t(heap / objects = %d bytes)\n", mib(r.HeapInuse), heapPerObj)
+	if r.HeapLive > 0 && r.Objects > 0 {
+		fmt.Fprintf(w, "observer live heap (after a GC, steady)\t%s\t(live heap / objects = %d bytes)\n", mib(r.HeapLive), r.HeapLive/uint64(r.Objects))
+	}
 	fmt.Fprintf(w, "target watches / goroutines / sockets\t%.0f / %d / %d\t\n", r.TargetWatches, r.Goroutines, r.Sockets)
 	if r.Clusters > 0 {
 		fmt.Fprintf(w, "per Cluster (%d remote Clusters): RSS / heap / goroutines / watches\t%s / %s / %.1f / %.1f\t(whole process divided by C)\n",
@@ -287,8 +294,8 @@ func observerReads(ctx context.Context, url string) (counts, error) {
 
 // process is what the observer's own metrics say of its process.
 type process struct {
-	goroutines int
-	heapInuse  uint64
+	goroutines           int
+	heapInuse, heapAlloc uint64
 }
 
 // observerProcess reads go_goroutines and go_memstats_heap_inuse_bytes from the observer.
@@ -313,7 +320,32 @@ func observerProcess(ctx context.Context, url string) (process, error) {
 	for _, m := range fams["go_memstats_heap_inuse_bytes"].GetMetric() {
 		p.heapInuse = uint64(m.GetGauge().GetValue())
 	}
+	for _, m := range fams["go_memstats_heap_alloc_bytes"].GetMetric() {
+		p.heapAlloc = uint64(m.GetGauge().GetValue())
+	}
 	return p, nil
+}
+
+// liveHeap makes the observer collect its garbage (pprof's heap profile with gc=1) and
+// returns its go_memstats_heap_alloc_bytes just after: the bytes of live objects (what
+// the heap profile's inuse_space adds up to), without the partly used spans that
+// go_memstats_heap_inuse_bytes counts too.
+func liveHeap(ctx context.Context, pprofAddr, metricsURL string) (uint64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+pprofAddr+"/debug/pprof/heap?gc=1", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("pprof heap: %s", resp.Status)
+	}
+	p, err := observerProcess(ctx, metricsURL)
+	return p.heapAlloc, err
 }
 
 // sockets counts the sockets among pid's open files (/proc/pid/fd): its connections,

@@ -143,6 +143,7 @@ type run struct {
 	c      client.Client
 	cache  cache.Cache
 	dir    string
+	pprof  string // the observer's pprof address
 	syncs  atomic.Int64
 	report *Report
 }
@@ -286,6 +287,7 @@ func (r *run) measure(ctx context.Context) error {
 	r.logf("converged in %s", rep.Converge.Round(time.Millisecond))
 	if r.cfg.Floor {
 		rep.PeakRSS, _ = procStatus(pid, "VmHWM")
+		r.copyLog()
 		return nil
 	}
 
@@ -311,6 +313,9 @@ func (r *run) measure(ctx context.Context) error {
 	rep.SteadyRequests = req1.minus(req0)
 	rep.CPUSteady = cpu1 - cpu0
 	rep.SteadyReads = reads1.minus(reads0)
+	if live, err := liveHeap(ctx, r.pprof, metricsURL); err == nil {
+		rep.HeapLive = live
+	}
 	r.logf("steady window of %s done", r.cfg.Steady)
 
 	// Reactions.

@@ -63,6 +63,8 @@ func main() {
 	}
 }
 
+var started = time.Now()
+
 func run(ctx context.Context, kubeconfig, syncURL string, workers int, qps float32, burst int) error {
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
@@ -99,6 +101,7 @@ func run(ctx context.Context, kubeconfig, syncURL string, workers int, qps float
 	if !ca.WaitForCacheSync(ctx) {
 		return fmt.Errorf("the cache did not sync")
 	}
+	fmt.Fprintf(os.Stderr, "floorclient: caches synced %s after the start\n", time.Since(started).Round(time.Millisecond))
 	f := &floor{cache: ca, client: c, syncURL: syncURL, http: &http.Client{Timeout: 10 * time.Second}}
 	var wg sync.WaitGroup
 	for range workers {
