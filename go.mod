@@ -8,6 +8,7 @@ require (
 	github.com/google/cel-go v0.29.2
 	github.com/google/go-containerregistry v0.22.1
 	github.com/google/licensecheck v0.3.1
+	github.com/google/pprof v0.0.0-20261016150608-1facf8f91b50
 	github.com/in-toto/attestation v1.1.2
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3

@@ -39,6 +39,7 @@ func main() {
 		steady   = flag.Duration("steady", time.Minute, "length of the steady window")
 		interval = flag.Duration("interval", 30*time.Second, "syncPolicy.interval of every Release")
 		timeout  = flag.Duration("converge-timeout", 15*time.Minute, "give up a converge after this long")
+		binary   = flag.String("observer-binary", "", "a built convoy-observer to measure instead of this tree's (e.g. an earlier commit's, for a before/after)")
 		args     = flag.String("observer-args", "", "extra flags of convoy-observer, space-separated (e.g. \"--target-direct-reads\")")
 		floor    = flag.Int("floor", 0, "P > 0: for each N, P pairs of runs, the floor client (test/scale/floorclient: the spec's writes only) "+
 			"then convoy-observer, each pair printing the converge and CPU ratios (observer / floor); without --clusters")
@@ -58,9 +59,11 @@ func main() {
 		fail(err)
 	}
 	defer os.RemoveAll(dir)
-	bin, err := scale.Build(root, dir)
-	if err != nil {
-		fail(err)
+	bin := *binary
+	if bin == "" {
+		if bin, err = scale.Build(root, dir); err != nil {
+			fail(err)
+		}
 	}
 	floorBin := ""
 	if *floor > 0 {

@@ -11,19 +11,11 @@ import (
 
 // Metrics of the health loop, served with controller-runtime's on --metrics-bind-address.
 var (
-	// releaseEntries counts each Release's inventory entries by state, as in its
-	// healthSummary.
-	releaseEntries = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "convoy_observer_release_entries",
-		Help: "Inventory entries of a Release by health state, as last written to its healthSummary.",
-	}, []string{"namespace", "release", "state"})
-
-	// unjudgedEntries counts each assessed Release's inventory entries that no selected
-	// rule judges.
-	unjudgedEntries = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "convoy_observer_release_unjudged_entries",
-		Help: "Inventory entries of a Release with spec.healthAssessment that no selected rule judges (no rule's apiVersion and resources match them, so they pass unjudged), as of its last assessment.",
-	}, []string{"namespace", "release"})
+	// releaseSeries are the per-Release gauges convoy_observer_release_entries (each
+	// Release's inventory entries by state, as in its healthSummary) and
+	// convoy_observer_release_unjudged_entries (each assessed Release's entries that no
+	// selected rule judges).
+	releaseSeries = newReleaseGauges()
 
 	// assessmentFailures counts passes whose assessment failed (Healthy=Unknown).
 	assessmentFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -53,7 +45,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(releaseEntries, unjudgedEntries, assessmentFailures, syncRequests, writeConflicts, targetWakeups,
+	metrics.Registry.MustRegister(releaseSeries, assessmentFailures, syncRequests, writeConflicts, targetWakeups,
 		evaluationCPU, evaluationCost, passesTotal, budgetCuts, budgetCutEntries, evaluationWait, queueWait)
 }
 
@@ -62,30 +54,27 @@ func recordSummary(namespace, name string, s *v1alpha1.HealthSummary) {
 	if s == nil {
 		return
 	}
-	for state, n := range map[v1alpha1.HealthState]int32{
-		v1alpha1.StateHealthy: s.Healthy, v1alpha1.StateProgressing: s.Progressing,
-		v1alpha1.StateDegraded: s.Degraded, v1alpha1.StateUnknown: s.Unknown,
-	} {
-		releaseEntries.WithLabelValues(namespace, name, string(state)).Set(float64(n))
-	}
+	releaseSeries.update(namespace, name, func(v *releaseValues) {
+		v.healthy, v.progressing, v.degraded, v.unknown = s.Healthy, s.Progressing, s.Degraded, s.Unknown
+		v.hasEntries = true
+	})
 }
 
 // recordUnjudged sets the unjudged-entries gauge of a Release that was assessed.
 func recordUnjudged(namespace, name string, n int) {
-	unjudgedEntries.WithLabelValues(namespace, name).Set(float64(n))
+	releaseSeries.update(namespace, name, func(v *releaseValues) { v.unjudged, v.hasUnjudged = int32(n), true })
 }
 
 // forgetUnjudged drops the unjudged-entries series of a Release that asks for no
 // assessment (spec.healthAssessment unset): nothing is selected, and nothing is missed.
 func forgetUnjudged(namespace, name string) {
-	unjudgedEntries.DeleteLabelValues(namespace, name)
+	releaseSeries.update(namespace, name, func(v *releaseValues) { v.unjudged, v.hasUnjudged = 0, false })
 }
 
 // forgetMetrics drops the series of a deleted Release.
 func forgetMetrics(namespace, name string) {
 	labels := prometheus.Labels{"namespace": namespace, "release": name}
-	releaseEntries.DeletePartialMatch(labels)
-	unjudgedEntries.DeletePartialMatch(labels)
+	releaseSeries.update(namespace, name, func(v *releaseValues) { *v = releaseValues{} })
 	assessmentFailures.DeletePartialMatch(labels)
 }
 

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -243,16 +242,16 @@ func TestEntryGauges(t *testing.T) {
 	f.configMap("b", "false")
 	f.inventory(cm("a", 0, ""), cm("b", 0, ""))
 	f.pass()
-	if got := testutil.ToFloat64(releaseEntries.WithLabelValues(f.ns, f.rel, "Progressing")); got != 1 {
+	if got, _ := releaseSeries.entriesOf(f.ns, f.rel, v1alpha1.StateProgressing); got != 1 {
 		t.Fatalf("Progressing gauge = %v, want 1", got)
 	}
-	if got := testutil.ToFloat64(releaseEntries.WithLabelValues(f.ns, f.rel, "Healthy")); got != 1 {
+	if got, _ := releaseSeries.entriesOf(f.ns, f.rel, v1alpha1.StateHealthy); got != 1 {
 		t.Fatalf("Healthy gauge = %v, want 1", got)
 	}
 	must(t, env.Client.Delete(f.ctx, f.getRelease()))
 	f.pass()
-	for _, state := range []string{"Healthy", "Progressing", "Degraded", "Unknown"} {
-		if releaseEntries.DeleteLabelValues(f.ns, f.rel, state) {
+	for _, state := range []v1alpha1.HealthState{v1alpha1.StateHealthy, v1alpha1.StateProgressing, v1alpha1.StateDegraded, v1alpha1.StateUnknown} {
+		if _, ok := releaseSeries.entriesOf(f.ns, f.rel, state); ok {
 			t.Fatalf("the %s series of a deleted Release was left behind", state)
 		}
 	}

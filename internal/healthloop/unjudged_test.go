@@ -2,8 +2,6 @@ package healthloop
 
 import (
 	"testing"
-
-	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // TestUnjudgedEntriesGauge: convoy_observer_release_unjudged_entries counts the entries
@@ -20,7 +18,7 @@ func TestUnjudgedEntriesGauge(t *testing.T) {
 		cmEntry{version: "v1", kind: "Secret", resource: "secrets", name: "s"},
 		cmEntry{version: "v1", kind: "Service", resource: "services", name: "missing"})
 	f.pass()
-	if got := testutil.ToFloat64(unjudgedEntries.WithLabelValues(f.ns, f.rel)); got != 2 {
+	if got, _ := releaseSeries.unjudgedOf(f.ns, f.rel); got != 2 {
 		t.Fatalf("unjudged gauge = %v, want 2 (the Secret and the Service)", got)
 	}
 
@@ -28,7 +26,7 @@ func TestUnjudgedEntriesGauge(t *testing.T) {
 	rel.Spec.HealthAssessment = nil
 	must(t, env.Client.Update(f.ctx, rel))
 	f.pass()
-	if unjudgedEntries.DeleteLabelValues(f.ns, f.rel) {
+	if _, ok := releaseSeries.unjudgedOf(f.ns, f.rel); ok {
 		t.Fatal("a Release without spec.healthAssessment kept its unjudged series")
 	}
 
@@ -36,12 +34,12 @@ func TestUnjudgedEntriesGauge(t *testing.T) {
 	rel.Spec.HealthAssessment = localRules(0)
 	must(t, env.Client.Update(f.ctx, rel))
 	f.pass()
-	if got := testutil.ToFloat64(unjudgedEntries.WithLabelValues(f.ns, f.rel)); got != 2 {
+	if got, _ := releaseSeries.unjudgedOf(f.ns, f.rel); got != 2 {
 		t.Fatalf("unjudged gauge = %v after re-enabling the assessment, want 2", got)
 	}
 	must(t, env.Client.Delete(f.ctx, f.getRelease()))
 	f.pass()
-	if unjudgedEntries.DeleteLabelValues(f.ns, f.rel) {
+	if _, ok := releaseSeries.unjudgedOf(f.ns, f.rel); ok {
 		t.Fatal("the unjudged series of a deleted Release was left behind")
 	}
 }

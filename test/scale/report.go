@@ -15,6 +15,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/google/pprof/profile"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -294,8 +295,8 @@ func observerReads(ctx context.Context, url string) (counts, error) {
 
 // process is what the observer's own metrics say of its process.
 type process struct {
-	goroutines           int
-	heapInuse, heapAlloc uint64
+	goroutines int
+	heapInuse  uint64
 }
 
 // observerProcess reads go_goroutines and go_memstats_heap_inuse_bytes from the observer.
@@ -320,17 +321,15 @@ func observerProcess(ctx context.Context, url string) (process, error) {
 	for _, m := range fams["go_memstats_heap_inuse_bytes"].GetMetric() {
 		p.heapInuse = uint64(m.GetGauge().GetValue())
 	}
-	for _, m := range fams["go_memstats_heap_alloc_bytes"].GetMetric() {
-		p.heapAlloc = uint64(m.GetGauge().GetValue())
-	}
 	return p, nil
 }
 
-// liveHeap makes the observer collect its garbage (pprof's heap profile with gc=1) and
-// returns its go_memstats_heap_alloc_bytes just after: the bytes of live objects (what
-// the heap profile's inuse_space adds up to), without the partly used spans that
-// go_memstats_heap_inuse_bytes counts too.
-func liveHeap(ctx context.Context, pprofAddr, metricsURL string) (uint64, error) {
+// liveHeap makes the observer collect its garbage and returns the bytes of the objects
+// that the collection found live: the inuse_space of its heap profile (gc=1), which the
+// allocations of the passes running meanwhile do not inflate (go_memstats_heap_alloc_bytes
+// read a moment later does) and which leaves out the free parts of the spans in use
+// (go_memstats_heap_inuse_bytes).
+func liveHeap(ctx context.Context, pprofAddr string) (uint64, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+pprofAddr+"/debug/pprof/heap?gc=1", nil)
 	if err != nil {
 		return 0, err
@@ -339,13 +338,28 @@ func liveHeap(ctx context.Context, pprofAddr, metricsURL string) (uint64, error)
 	if err != nil {
 		return 0, err
 	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
+	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		return 0, fmt.Errorf("pprof heap: %s", resp.Status)
 	}
-	p, err := observerProcess(ctx, metricsURL)
-	return p.heapAlloc, err
+	prof, err := profile.Parse(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	index := -1
+	for i, st := range prof.SampleType {
+		if st.Type == "inuse_space" {
+			index = i
+		}
+	}
+	if index < 0 {
+		return 0, fmt.Errorf("pprof heap: no inuse_space")
+	}
+	var total int64
+	for _, s := range prof.Sample {
+		total += s.Value[index]
+	}
+	return uint64(total), nil
 }
 
 // sockets counts the sockets among pid's open files (/proc/pid/fd): its connections,

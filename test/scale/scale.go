@@ -313,7 +313,7 @@ func (r *run) measure(ctx context.Context) error {
 	rep.SteadyRequests = req1.minus(req0)
 	rep.CPUSteady = cpu1 - cpu0
 	rep.SteadyReads = reads1.minus(reads0)
-	if live, err := liveHeap(ctx, r.pprof, metricsURL); err == nil {
+	if live, err := liveHeap(ctx, r.pprof); err == nil {
 		rep.HeapLive = live
 	}
 	r.logf("steady window of %s done", r.cfg.Steady)
