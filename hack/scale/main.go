@@ -7,6 +7,7 @@
 //	go run ./hack/scale --releases 1000 --rules defaults,library
 //	go run ./hack/scale --releases 10000 --clusters 1,50,200   # the fleet mode
 //	go run ./hack/scale --releases 1000,10000 --floor 3         # against the floor client
+//	go run ./hack/scale --releases 10000 --clusters 50 --shards 2 # two shards on one fleet
 package main
 
 import (
@@ -39,6 +40,7 @@ func main() {
 		steady   = flag.Duration("steady", time.Minute, "length of the steady window")
 		interval = flag.Duration("interval", 30*time.Second, "syncPolicy.interval of every Release")
 		timeout  = flag.Duration("converge-timeout", 15*time.Minute, "give up a converge after this long")
+		shards   = flag.Int("shards", 1, "K > 1: K observers, one per shard, the fleet's Clusters spread over them (with --clusters); figures are their sums")
 		binary   = flag.String("observer-binary", "", "a built convoy-observer to measure instead of this tree's (e.g. an earlier commit's, for a before/after)")
 		args     = flag.String("observer-args", "", "extra flags of convoy-observer, space-separated (e.g. \"--target-direct-reads\")")
 		floor    = flag.Int("floor", 0, "P > 0: for each N, P pairs of runs, the floor client (test/scale/floorclient: the spec's writes only) "+
@@ -121,7 +123,7 @@ runs:
 				rep, err := scale.Run(ctx, scale.Config{
 					Releases: n, Objects: *objects, Changes: *changes, PerNamespace: *perNS, Clusters: c,
 					Steady: *steady, Interval: *interval, ConvergeTimeout: *timeout, Rules: sel,
-					Binary: bin, Args: strings.Fields(*args), Log: os.Stderr,
+					Binary: bin, Args: strings.Fields(*args), Log: os.Stderr, Shards: *shards,
 				})
 				if rep != nil && rep.Converge > 0 {
 					fmt.Println(rep.Table())

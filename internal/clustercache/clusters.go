@@ -210,8 +210,9 @@ func (c *Cache) build(cluster *v1alpha1.Cluster, kubeconfig []byte) (*cachedClie
 // on the informers keep of each object only what the rules that match its type read,
 // and what the loop always reads (health.RuleFields.For); docs/design.md, "What the
 // cache keeps". An informer whose objects lack a field that the new rules read starts
-// again (one new list of its type and namespace); one whose rules read less keeps its
-// objects until they change. nil keeps every field.
+// again (one new list of its type and namespace), and so does one started before the
+// first call (it keeps whole objects); one whose rules read less keeps its objects
+// until they change. nil keeps every field.
 func (c *Cache) SetRuleFields(rf *health.RuleFields) {
 	c.fields.Store(&keptFields{rf: rf})
 	c.mu.Lock()
@@ -238,10 +239,11 @@ func (c *Cache) RuleFields() (rf *health.RuleFields, ok bool) {
 // keptFields is one SetRuleFields.
 type keptFields struct{ rf *health.RuleFields }
 
-// fieldsFor returns the fields that informers of gvr keep (nil: every field).
-func (c *Cache) fieldsFor(gvr schema.GroupVersionResource) *health.Fields {
-	rf, _ := c.RuleFields()
-	return rf.For(gvr.GroupVersion().String(), gvr.Resource)
+// fieldsFor returns the fields that informers of gvr keep (nil: every field), and
+// whether SetRuleFields was called.
+func (c *Cache) fieldsFor(gvr schema.GroupVersionResource) (*health.Fields, bool) {
+	rf, ok := c.RuleFields()
+	return rf.For(gvr.GroupVersion().String(), gvr.Resource), ok
 }
 
 // secretChanged rebuilds the clients of the Clusters (keys) whose kubeconfig Secret

@@ -23,20 +23,30 @@ func TestCacheKeepsWhatRulesRead(t *testing.T) {
 	configMap(t, ns, "a", "1")
 	log := &requestLog{}
 	cache := New(Options{Local: log.wrap(env.Config), Watch: true})
-	cache.SetRuleFields(configMapRules("true"))
 	cluster := localCluster("fields")
 	key := toolscache.MetaObjectToName(cluster).String()
 	reader, err := cache.GetReader(context.Background(), cluster)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Before the rules' fields are known, an informer keeps whole objects.
 	cache.Track("ns/r1", cluster, []TargetRef{cmRef(ns, "a")})
 	obj, err := reader.Get(context.Background(), gvrConfigMaps, ns, "a")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := obj.Object["data"]; ok || obj.GetAnnotations()["keep"] != "me" || obj.GetName() != "a" {
-		t.Fatalf("cached object = %v: want the metadata without data (no rule reads it)", obj.Object)
+	if _, ok := obj.Object["data"]; !ok {
+		t.Fatalf("cached object before SetRuleFields = %v: want it whole", obj.Object)
+	}
+	// Once they are, it starts again and keeps the metadata without data.
+	lists0 := log.count("list") + log.count("watch")
+	cache.SetRuleFields(configMapRules("true"))
+	eventually(t, "the informer to list again once the rules' fields are known", func() bool {
+		obj, err = reader.Get(context.Background(), gvrConfigMaps, ns, "a")
+		return err == nil && obj.Object["data"] == nil && log.count("list")+log.count("watch") > lists0
+	})
+	if obj.GetAnnotations()["keep"] != "me" || obj.GetName() != "a" {
+		t.Fatalf("cached object = %v: want its metadata", obj.Object)
 	}
 	lists := log.count("list") + log.count("watch")
 	// A rule reads data.v now: the informer lists again and the object has it.

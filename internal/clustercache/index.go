@@ -1,6 +1,7 @@
 package clustercache
 
 import (
+	"encoding/binary"
 	"slices"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -15,9 +16,11 @@ import (
 // types and namespaces its informers cover (scopes).
 type index struct {
 	releases map[string]tracked // release → what it reads
-	// objects maps an object to the Releases that read it, unsorted and without repeats:
-	// almost always one, so a slice (24 bytes) rather than a set (a map costs ~200).
-	objects map[ObjectKey][]string
+	// objects maps an object (objectKey) to the Releases that read it, unsorted and
+	// without repeats: almost always one, so a slice (24 bytes) rather than a set (a map
+	// costs ~200), under a key of one string (16 bytes and its bytes, where an ObjectKey
+	// is five string headers: 80).
+	objects map[string][]string
 	scopes  map[string]map[schema.GroupVersionResource]map[string]int // cluster → gvr → namespace → refs
 }
 
@@ -27,12 +30,22 @@ type tracked struct {
 }
 
 func newIndex() index {
-	return index{releases: map[string]tracked{}, objects: map[ObjectKey][]string{},
+	return index{releases: map[string]tracked{}, objects: map[string][]string{},
 		scopes: map[string]map[schema.GroupVersionResource]map[string]int{}}
 }
 
-func (r TargetRef) key(cluster string) ObjectKey {
-	return ObjectKey{Cluster: cluster, Group: r.GVR.Group, Kind: r.Kind, Namespace: r.Namespace, Name: r.Name}
+func (r TargetRef) key(cluster string) string {
+	return objectKey(ObjectKey{Cluster: cluster, Group: r.GVR.Group, Kind: r.Kind, Namespace: r.Namespace, Name: r.Name})
+}
+
+// objectKey is k as one string: each part with its length first, so no two keys meet.
+func objectKey(k ObjectKey) string {
+	b := make([]byte, 0, 5+len(k.Cluster)+len(k.Group)+len(k.Kind)+len(k.Namespace)+len(k.Name))
+	for _, part := range []string{k.Cluster, k.Group, k.Kind, k.Namespace, k.Name} {
+		b = binary.AppendUvarint(b, uint64(len(part)))
+		b = append(b, part...)
+	}
+	return string(b)
 }
 
 // set replaces what release reads with refs on cluster (no refs: nothing) and returns
@@ -99,9 +112,10 @@ func (x *index) remove(release string, t tracked) {
 	}
 }
 
-// readers returns the sorted keys of the Releases that read k.
-func (x *index) readers(k ObjectKey) []string {
-	out := slices.Clone(x.objects[k])
+// readers returns the sorted keys of the Releases that read the object key
+// (objectKey).
+func (x *index) readers(key string) []string {
+	out := slices.Clone(x.objects[key])
 	slices.Sort(out)
 	return out
 }
@@ -137,14 +151,14 @@ func (c *Cache) Watch(release func(string), cluster func(namespace, name string)
 func (c *Cache) Readers(k ObjectKey) []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.index.readers(k)
+	return c.index.readers(objectKey(k))
 }
 
 // objectChanged calls the Watch callback with each Release that reads k.
 func (c *Cache) objectChanged(k ObjectKey) {
 	c.mu.Lock()
 	fn := c.onRelease
-	releases := c.index.readers(k)
+	releases := c.index.readers(objectKey(k))
 	c.mu.Unlock()
 	if fn == nil {
 		return

@@ -44,8 +44,11 @@ type scopeInformer struct {
 	informer toolscache.SharedIndexInformer
 	cancel   context.CancelFunc
 	clock    clock.PassiveClock
-	// fields are the fields its objects keep (nil: all), fixed at its start.
-	fields *health.Fields
+	// fields are the fields its objects keep (nil: all), fixed at its start; fieldsSet
+	// says whether the rules' fields were known then (Cache.SetRuleFields had been
+	// called), so that an informer started before keeps whole objects only until they are.
+	fields    *health.Fields
+	fieldsSet bool
 
 	mu      sync.Mutex
 	lastErr error // the last list/watch error, cleared by the next success

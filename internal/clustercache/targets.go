@@ -44,8 +44,9 @@ type targetWatches struct {
 	opts     *Options
 	log      logr.Logger
 	onObject func(ObjectKey)
-	// fieldsFor returns the fields that an informer of the type keeps (nil: all).
-	fieldsFor func(schema.GroupVersionResource) *health.Fields
+	// fieldsFor returns the fields that an informer of the type keeps (nil: all), and
+	// whether the rules' fields are known yet.
+	fieldsFor func(schema.GroupVersionResource) (*health.Fields, bool)
 	running   *goroutines
 	ctx       context.Context
 	cancelAll context.CancelFunc
@@ -153,7 +154,8 @@ func (w *targetWatches) desiredLocked(counts map[schema.GroupVersionResource]map
 }
 
 // refield starts again every informer whose objects lack a field that the rules now
-// read (Cache.SetRuleFields).
+// read (Cache.SetRuleFields), and every informer started before the rules' fields were
+// known (it keeps whole objects).
 func (w *targetWatches) refield() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -161,18 +163,19 @@ func (w *targetWatches) refield() {
 		return
 	}
 	for k, s := range w.informers {
-		if want := w.fields(k.gvr); !s.fields.Covers(want) {
+		if want, _ := w.fields(k.gvr); !s.fieldsSet || !s.fields.Covers(want) {
 			s.cancel()
 			w.informers[k] = w.startLocked(k)
-			w.log.V(1).Info("watching again: the rules read more fields", "scope", k.String(), "fields", want.String())
+			w.log.V(1).Info("watching again: the fields the rules read changed", "scope", k.String(), "fields", want.String())
 		}
 	}
 }
 
-// fields returns the fields that an informer of gvr keeps (nil: all).
-func (w *targetWatches) fields(gvr schema.GroupVersionResource) *health.Fields {
+// fields returns the fields that an informer of gvr keeps (nil: all), and whether the
+// rules' fields are known yet.
+func (w *targetWatches) fields(gvr schema.GroupVersionResource) (*health.Fields, bool) {
 	if w.fieldsFor == nil {
-		return nil
+		return nil, false
 	}
 	return w.fieldsFor(gvr)
 }
@@ -182,7 +185,8 @@ func (w *targetWatches) fields(gvr schema.GroupVersionResource) *health.Fields {
 // forbidden or unserved type falls back to GETs).
 func (w *targetWatches) startLocked(k scopeKey) *scopeInformer {
 	ctx, cancel := context.WithCancel(w.ctx)
-	s := &scopeInformer{key: k, cancel: cancel, clock: w.opts.Clock, fields: w.fields(k.gvr)}
+	s := &scopeInformer{key: k, cancel: cancel, clock: w.opts.Clock}
+	s.fields, s.fieldsSet = w.fields(k.gvr)
 	s.touch()
 	ri := w.client.Resource(k.gvr).Namespace(k.namespace)
 	record := func(err error) {

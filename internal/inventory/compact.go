@@ -13,7 +13,7 @@ import (
 // CompactForCache is the observer's cache transform of ReleaseInventories: it keeps of
 // each managedFields entry only what ReadOwnership reads (which elements of the entries
 // and hooks lists the manager owns, not the fields inside them: a third or less of the
-// bytes), and makes the strings that repeat across entries and inventories (group,
+// bytes), keeps each list in an array of its length, and makes the strings that repeat across entries and inventories (group,
 // version, kind, resource, namespace, state, render references, a hook's namespace,
 // workload kind and state) share one copy each. A managedFields entry that does not parse is kept as it
 // is, so ReadOwnership still says so. Anything but a ReleaseInventory is returned as it
@@ -26,6 +26,11 @@ func CompactForCache(obj any) (any, error) {
 	for i := range inv.ManagedFields {
 		compactFields(&inv.ManagedFields[i])
 	}
+	// The decoder grows lists by doubling: up to half of a list's array is room that the
+	// cache would keep for good (about 1 KiB for 10 entries).
+	inv.Entries = exact(inv.Entries)
+	inv.Hooks = exact(inv.Hooks)
+	inv.ManagedFields = exact(inv.ManagedFields)
 	for i := range inv.Entries {
 		e := &inv.Entries[i]
 		for _, s := range []*string{&e.Group, &e.Version, &e.Kind, &e.Resource, &e.Namespace, &e.RenderRef, &e.AssessedRenderRef} {
@@ -41,6 +46,14 @@ func CompactForCache(obj any) (any, error) {
 		hk.State = v1alpha1.HookState(intern(string(hk.State)))
 	}
 	return inv, nil
+}
+
+// exact returns s in an array of its own length (nil for none).
+func exact[T any](s []T) []T {
+	if len(s) == cap(s) {
+		return s
+	}
+	return append([]T(nil), s...)
 }
 
 // intern returns the one shared copy of s (unique.Make: dropped when nothing holds it).

@@ -13,46 +13,146 @@ import (
 	"time"
 )
 
+// observer is one running observer process.
+type observer struct {
+	cmd        *exec.Cmd
+	metricsURL string
+	pprof      string // the address of its pprof endpoint (liveHeap)
+	log        string // its log file
+}
+
 // startObserver runs the binary against the control plane, with a stub sync endpoint,
-// and returns it with the URL of its metrics; r.pprof is the address of its pprof
-// endpoint (the live heap after a collection, liveHeap).
-func (r *run) startObserver(ctx context.Context) (*exec.Cmd, string, error) {
+// for shard ("" the default shard: no --shard flag).
+func (r *run) startObserver(ctx context.Context, shard string) (*observer, error) {
 	kc, err := r.env.AdminKubeconfig()
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	kcPath := filepath.Join(r.dir, "kubeconfig")
 	if err := os.WriteFile(kcPath, kc, 0o600); err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	sync := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		r.syncs.Add(1)
 		w.WriteHeader(http.StatusAccepted)
 	}))
 	go func() { <-ctx.Done(); sync.Close() }()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	metricsAddr, err := freeAddr()
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
-	metricsAddr := ln.Addr().String()
-	ln.Close()
-	if ln, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
-		return nil, "", err
-	}
-	r.pprof = ln.Addr().String()
-	ln.Close()
-	args := append([]string{"--kubeconfig", kcPath, "--sync-url", sync.URL,
-		"--metrics-bind-address", metricsAddr, "--pprof-bind-address", r.pprof, "--health-probe-bind-address", "0", "--v", "0"}, r.cfg.Args...)
-	cmd := exec.Command(r.cfg.Binary, args...)
-	logf, err := os.Create(filepath.Join(r.dir, "observer.log"))
+	pprofAddr, err := freeAddr()
 	if err != nil {
-		return nil, "", err
+		return nil, err
+	}
+	args := []string{"--kubeconfig", kcPath, "--sync-url", sync.URL,
+		"--metrics-bind-address", metricsAddr, "--pprof-bind-address", pprofAddr, "--health-probe-bind-address", "0", "--v", "0"}
+	name := "observer.log"
+	if shard != "" {
+		args = append(args, "--shard", shard)
+		name = "observer-" + shard + ".log"
+	}
+	cmd := exec.Command(r.cfg.Binary, append(args, r.cfg.Args...)...)
+	logPath := filepath.Join(r.dir, name)
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
 	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
-		return nil, "", err
+		return nil, err
 	}
-	return cmd, "http://" + metricsAddr + "/metrics", nil
+	return &observer{cmd: cmd, metricsURL: "http://" + metricsAddr + "/metrics", pprof: pprofAddr, log: logPath}, nil
+}
+
+// freeAddr returns a local address that was free a moment ago.
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// observers are the processes of a run, one per shard; each figure is their sum.
+type observers []*observer
+
+func (ps observers) stop() {
+	for _, o := range ps {
+		stopObserver(o.cmd)
+	}
+}
+
+// exited returns an error when one of them exited.
+func (ps observers) exited() error {
+	for _, o := range ps {
+		if o.cmd.ProcessState != nil {
+			return fmt.Errorf("convoy-observer exited: see %s", o.log)
+		}
+	}
+	return nil
+}
+
+func (ps observers) cpu() time.Duration {
+	var sum time.Duration
+	for _, o := range ps {
+		d, _ := cpuTime(o.cmd.Process.Pid)
+		sum += d
+	}
+	return sum
+}
+
+func (ps observers) status(field string) uint64 {
+	var sum uint64
+	for _, o := range ps {
+		v, _ := procStatus(o.cmd.Process.Pid, field)
+		sum += v
+	}
+	return sum
+}
+
+func (ps observers) sockets() int {
+	sum := 0
+	for _, o := range ps {
+		n, _ := sockets(o.cmd.Process.Pid)
+		sum += n
+	}
+	return sum
+}
+
+func (ps observers) process(ctx context.Context) (goroutines int, heapInuse uint64) {
+	for _, o := range ps {
+		if p, err := observerProcess(ctx, o.metricsURL); err == nil {
+			goroutines += p.goroutines
+			heapInuse += p.heapInuse
+		}
+	}
+	return goroutines, heapInuse
+}
+
+func (ps observers) reads(ctx context.Context) counts {
+	sum := counts{}
+	for _, o := range ps {
+		c, _ := observerReads(ctx, o.metricsURL)
+		for k, v := range c {
+			sum[k] += v
+		}
+	}
+	return sum
+}
+
+// liveHeap is the sum of their live heaps; 0 when one did not answer.
+func (ps observers) liveHeap(ctx context.Context) uint64 {
+	var sum uint64
+	for _, o := range ps {
+		v, err := liveHeap(ctx, o.pprof)
+		if err != nil {
+			return 0
+		}
+		sum += v
+	}
+	return sum
 }
 
 func stopObserver(cmd *exec.Cmd) {
@@ -67,7 +167,7 @@ func stopObserver(cmd *exec.Cmd) {
 	}
 }
 
-// copyLog keeps the observer's log next to the working directory after a failure.
+// copyLog keeps the observer's log (the default shard's) next to the working directory.
 func (r *run) copyLog() {
 	b, err := os.ReadFile(filepath.Join(r.dir, "observer.log"))
 	if err != nil {

@@ -144,6 +144,9 @@ func (r *Report) Table() string {
 	if r.Clusters > 0 {
 		clusters = fmt.Sprintf("C = %d remote Clusters (a kubeconfig Secret and a user each)", r.Clusters)
 	}
+	if r.Shards > 1 {
+		clusters += fmt.Sprintf(", %d shards (one observer each: the process figures are their sums)", r.Shards)
+	}
 	if r.Floor {
 		b.WriteString("## The floor client (test/scale/floorclient), not convoy-observer: the converge figures only\n")
 	}

@@ -75,7 +75,11 @@ type Config struct {
 	// the run ends after the converge (no steady window, no reactions: it does not watch
 	// for them). Only without Clusters.
 	Floor bool
-	Args  []string
+	// Shards > 1 runs that many observers, one per shard ("" and s1, s2, …), the
+	// namespaces' Clusters spread over them in turn; every process figure is their sum
+	// (peak RSS: the sum of the peaks). Only with Clusters.
+	Shards int
+	Args   []string
 	// Log receives progress lines.
 	Log io.Writer
 }
@@ -143,7 +147,6 @@ type run struct {
 	c      client.Client
 	cache  cache.Cache
 	dir    string
-	pprof  string // the observer's pprof address
 	syncs  atomic.Int64
 	report *Report
 }
@@ -155,6 +158,9 @@ func (r *run) logf(format string, args ...any) {
 // Run does one run on a fresh control plane and returns its report.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	cfg.defaults()
+	if cfg.Shards > 1 && (cfg.Clusters == 0 || cfg.Floor) {
+		return nil, fmt.Errorf("shards: the fleet mode's Clusters are spread over the shards; want Clusters > 0 and no floor")
+	}
 	if cfg.Floor && cfg.Clusters > 0 {
 		return nil, fmt.Errorf("the floor client judges the management cluster's Deployments only: no Clusters")
 	}
@@ -249,15 +255,18 @@ func (r *run) measure(ctx context.Context) error {
 		return err
 	}
 	start := time.Now()
-	cmd, metricsURL, err := r.startObserver(ctx)
-	if err != nil {
-		return err
+	var procs observers
+	defer procs.stop()
+	for shard := range max(r.cfg.Shards, 1) {
+		p, err := r.startObserver(ctx, r.shardName(shard))
+		if err != nil {
+			return err
+		}
+		procs = append(procs, p)
 	}
-	defer stopObserver(cmd)
-	pid := cmd.Process.Pid
 	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, r.cfg.ConvergeTimeout, true, func(ctx context.Context) (bool, error) {
-		if cmd.ProcessState != nil {
-			return false, fmt.Errorf("convoy-observer exited: see %s", filepath.Join(r.dir, "observer.log"))
+		if err := procs.exited(); err != nil {
+			return false, err
 		}
 		n, err := r.healthyReleases(ctx)
 		return n == r.cfg.Releases, err
@@ -275,25 +284,23 @@ func (r *run) measure(ctx context.Context) error {
 	}
 	rep.ConvergeRequests = afterConverge.minus(before)
 	rep.APIServerCPUConverge = time.Duration(rep.ConvergeRequests[cpuKey] * float64(time.Second))
-	rep.CPUConverge, _ = cpuTime(pid)
-	rep.RSSConverged, _ = procStatus(pid, "VmRSS")
+	rep.CPUConverge = procs.cpu()
+	rep.RSSConverged = procs.status("VmRSS")
 	rep.Objects = r.cfg.Releases * r.cfg.Objects
 	rep.Namespaces = r.namespaces()
 	rep.TargetWatches = afterConverge["WATCH (open) deployments"]
-	rep.Sockets, _ = sockets(pid)
-	if p, err := observerProcess(ctx, metricsURL); err == nil {
-		rep.Goroutines, rep.HeapInuse = p.goroutines, p.heapInuse
-	}
+	rep.Sockets = procs.sockets()
+	rep.Goroutines, rep.HeapInuse = procs.process(ctx)
 	r.logf("converged in %s", rep.Converge.Round(time.Millisecond))
 	if r.cfg.Floor {
-		rep.PeakRSS, _ = procStatus(pid, "VmHWM")
+		rep.PeakRSS = procs.status("VmHWM")
 		r.copyLog()
 		return nil
 	}
 
 	// Steady window: nothing changes; the re-check timer (syncPolicy.interval) fires.
-	cpu0, _ := cpuTime(pid)
-	reads0, _ := observerReads(ctx, metricsURL)
+	cpu0 := procs.cpu()
+	reads0 := procs.reads(ctx)
 	req0, err := apiRequests(ctx, r.env.Config)
 	if err != nil {
 		return err
@@ -307,15 +314,13 @@ func (r *run) measure(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	cpu1, _ := cpuTime(pid)
-	reads1, _ := observerReads(ctx, metricsURL)
+	cpu1 := procs.cpu()
+	reads1 := procs.reads(ctx)
 	rep.SteadyWindow = r.cfg.Steady
 	rep.SteadyRequests = req1.minus(req0)
 	rep.CPUSteady = cpu1 - cpu0
 	rep.SteadyReads = reads1.minus(reads0)
-	if live, err := liveHeap(ctx, r.pprof); err == nil {
-		rep.HeapLive = live
-	}
+	rep.HeapLive = procs.liveHeap(ctx)
 	r.logf("steady window of %s done", r.cfg.Steady)
 
 	// Reactions.
@@ -332,8 +337,8 @@ func (r *run) measure(ctx context.Context) error {
 			rep.ConditionReaction = append(rep.ConditionReaction, c)
 		}
 	}
-	rep.CPUTotal, _ = cpuTime(pid)
-	rep.PeakRSS, _ = procStatus(pid, "VmHWM")
+	rep.CPUTotal = procs.cpu()
+	rep.PeakRSS = procs.status("VmHWM")
 	r.logf("%d reactions measured", len(rep.EntryReaction))
 	r.copyLog()
 	return nil

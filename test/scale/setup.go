@@ -52,6 +52,7 @@ func (r *run) setup(ctx context.Context) error {
 				return err
 			}
 			cluster.Spec.KubeconfigSecretRef = ref
+			cluster.Spec.Shard = r.shardName(n % max(r.cfg.Shards, 1))
 		}
 		if err := r.c.Create(ctx, cluster); err != nil {
 			return err
@@ -63,6 +64,15 @@ func (r *run) setup(ctx context.Context) error {
 		g.Go(func() error { return r.setupRelease(gctx, i) })
 	}
 	return g.Wait()
+}
+
+// shardName is the name of shard i of Config.Shards: "" (the default shard) for 0, then
+// s1, s2, ….
+func (r *run) shardName(i int) string {
+	if i == 0 {
+		return ""
+	}
+	return fmt.Sprintf("s%d", i)
 }
 
 // fleetGroup is the group of every fleet user: one ClusterRoleBinding lets them read
