@@ -256,7 +256,7 @@ func (r *run) measure(ctx context.Context) error {
 	}
 	start := time.Now()
 	var procs observers
-	defer procs.stop()
+	defer func() { procs.stop() }() // the processes started below, not the empty list
 	for shard := range max(r.cfg.Shards, 1) {
 		p, err := r.startObserver(ctx, r.shardName(shard))
 		if err != nil {
