@@ -3,6 +3,7 @@ package clustercache
 import (
 	"bytes"
 	"fmt"
+	"unique"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -59,8 +60,8 @@ func compact(obj any, fields *health.Fields) (any, error) {
 	}
 	raw = bytes.Clone(raw) // the encoder's buffer has room to spare
 	return &compactObject{
-		namespace: u.GetNamespace(), name: u.GetName(), resourceVersion: u.GetResourceVersion(),
-		kind: u.GetKind(), raw: raw,
+		namespace: unique.Make(u.GetNamespace()).Value(), name: u.GetName(), resourceVersion: u.GetResourceVersion(),
+		kind: unique.Make(u.GetKind()).Value(), raw: raw, // the namespace and kind shared by the type's objects
 	}, nil
 }
 

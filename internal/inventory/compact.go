@@ -13,9 +13,10 @@ import (
 // CompactForCache is the observer's cache transform of ReleaseInventories: it keeps of
 // each managedFields entry only what ReadOwnership reads (which elements of the entries
 // and hooks lists the manager owns, not the fields inside them: a third or less of the
-// bytes), keeps each list in an array of its length, and makes the strings that repeat across entries and inventories (group,
-// version, kind, resource, namespace, state, render references, a hook's namespace,
-// workload kind and state) share one copy each. A managedFields entry that does not parse is kept as it
+// bytes), keeps each list in an array of its length, and makes the strings that repeat
+// across entries and inventories (group, version, kind, resource, namespace, state,
+// render references, the message of a rule, a hook's namespace, workload kind and
+// state) share one copy each. A managedFields entry that does not parse is kept as it
 // is, so ReadOwnership still says so. Anything but a ReleaseInventory is returned as it
 // is.
 func CompactForCache(obj any) (any, error) {
@@ -33,7 +34,7 @@ func CompactForCache(obj any) (any, error) {
 	inv.ManagedFields = exact(inv.ManagedFields)
 	for i := range inv.Entries {
 		e := &inv.Entries[i]
-		for _, s := range []*string{&e.Group, &e.Version, &e.Kind, &e.Resource, &e.Namespace, &e.RenderRef, &e.AssessedRenderRef} {
+		for _, s := range []*string{&e.Group, &e.Version, &e.Kind, &e.Resource, &e.Namespace, &e.RenderRef, &e.AssessedRenderRef, &e.Message} {
 			*s = intern(*s)
 		}
 		e.State = v1alpha1.HealthState(intern(string(e.State)))
