@@ -23,9 +23,6 @@ type Fields struct {
 	sub map[string]*Fields
 }
 
-// everything is a leaf: the whole value.
-func everything() *Fields { return &Fields{all: true} }
-
 // add keeps the value at path (the whole value for an empty path).
 func (f *Fields) add(path []string) {
 	for _, name := range path {

@@ -89,17 +89,7 @@ func TestFleetShape(t *testing.T) {
 // converges with the spec's writes only, one apply of the entries and one of the
 // condition per Release, and the client does not outlive the run.
 func TestFloorShape(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a control plane and the floor client")
-	}
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin, err := BuildFloor(root, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := built(t, BuildFloor)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	const releases = 6
@@ -139,16 +129,20 @@ func running(t *testing.T, bin string) int {
 }
 
 // observerBinary builds convoy-observer for a run, or skips the test in -short mode.
-func observerBinary(t *testing.T) string {
+func observerBinary(t *testing.T) string { return built(t, Build) }
+
+// built builds a binary of the benchmark with build (Build, BuildFloor), or skips the
+// test in -short mode.
+func built(t *testing.T, build func(root, dir string) (string, error)) string {
 	t.Helper()
 	if testing.Short() {
-		t.Skip("starts a control plane and the observer binary")
+		t.Skip("starts a control plane and a built binary")
 	}
 	root, err := testenv.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin, err := Build(root, t.TempDir())
+	bin, err := build(root, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
