@@ -292,7 +292,7 @@ func readsOf(e celast.Expr, f *Fields) {
 	switch e.Kind() {
 	case celast.IdentKind:
 		// object itself, not under a chain of constant names (a chain is caught above).
-		if e.AsIdent() == objectVariable {
+		if isObjectIdent(e) {
 			f.add(nil)
 		}
 	case celast.SelectKind:
@@ -341,7 +341,7 @@ func objectPath(e celast.Expr) ([]string, bool) {
 			continue
 		case celast.CallKind:
 			c := e.AsCall()
-			if c.FunctionName() == "dyn" && !c.IsMemberFunction() && len(c.Args()) == 1 {
+			if strings.TrimPrefix(c.FunctionName(), ".") == "dyn" && !c.IsMemberFunction() && len(c.Args()) == 1 {
 				e = c.Args()[0] // dyn(x) is x, typed dyn
 				continue
 			}
@@ -354,13 +354,20 @@ func objectPath(e celast.Expr) ([]string, bool) {
 				}
 			}
 		case celast.IdentKind:
-			if e.AsIdent() == objectVariable && len(rev) > 0 {
+			if isObjectIdent(e) && len(rev) > 0 {
 				slices.Reverse(rev)
 				return rev, true
 			}
 		}
 		return nil, false
 	}
+}
+
+// isObjectIdent reports whether the identifier e is the object variable, written object
+// or, in the root scope, .object (the parser keeps the dot; only the type-checker, which
+// FieldsOf does not run, removes it).
+func isObjectIdent(e celast.Expr) bool {
+	return strings.TrimPrefix(e.AsIdent(), ".") == objectVariable
 }
 
 // constantString returns the value of e when it is a string literal.

@@ -33,6 +33,9 @@ func TestFieldsOfExpressions(t *testing.T) {
 		{expr: "object.spec.exists(k, k == 'a')", want: "apiVersion,kind,metadata,spec,status"},
 		{expr: "object.spec.(", want: "*"},
 		{expr: "[object][0].spec.x == 1", want: "*"},
+		// The root-scoped .object is object.
+		{expr: ".object.spec.x == 1 && has(.object.spec.y) && .dyn(.object).spec.z == 1", want: base + ",spec.x,spec.y,spec.z"},
+		{expr: "size(.object) > 0", want: "*"},
 	} {
 		rf := FieldsOf(ruleSet(extv1alpha1.RuleSpec{APIVersion: "apps/v1", Resources: []string{"deployments"},
 			RuleExpression: tc.expr, MessageExpression: tc.message}), nil)
