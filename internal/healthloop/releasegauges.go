@@ -46,11 +46,16 @@ func (g *releaseGauges) Describe(ch chan<- *prometheus.Desc) {
 	ch <- g.unjudged
 }
 
-// Collect implements prometheus.Collector: the series of every Release that has some.
+// Collect implements prometheus.Collector: the series of every Release that has some,
+// from a copy of the values (a scrape does not hold up the passes that update them).
 func (g *releaseGauges) Collect(ch chan<- prometheus.Metric) {
 	g.mu.Lock()
-	defer g.mu.Unlock()
+	values := make(map[types.NamespacedName]releaseValues, len(g.values))
 	for k, v := range g.values {
+		values[k] = *v
+	}
+	g.mu.Unlock()
+	for k, v := range values {
 		if v.hasEntries {
 			for state, n := range map[v1alpha1.HealthState]int32{
 				v1alpha1.StateHealthy: v.healthy, v1alpha1.StateProgressing: v.progressing,
