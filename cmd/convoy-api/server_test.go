@@ -47,6 +47,11 @@ func TestMain(m *testing.M) {
 	// The tests run the command many times in this process, each applying the same
 	// logging configuration.
 	logsapi.ReapplyHandling = logsapi.ReapplyHandlingIgnoreUnchanged
+	// Applied once here, before any test runs: the first apply sets klog's global logger,
+	// which the parallel tests' clients read (a data race when a test's run applied it).
+	if err := logsapi.ValidateAndApply(logsapi.NewLoggingConfiguration(), nil); err != nil {
+		panic(err)
+	}
 	dir, err := os.MkdirTemp("", "convoy-api-test")
 	if err != nil {
 		panic(err)
