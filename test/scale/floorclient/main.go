@@ -1,7 +1,8 @@
 // Command floorclient is the floor of the scale benchmark (hack/scale --floor): the
 // least a health loop must do for the benchmark's Releases, with the observer's
 // concurrency, clients and cache, and nothing else. It watches Releases, their
-// ReleaseInventories and the Deployments; for each Release it judges every recorded
+// ReleaseInventories and the Deployments (and, as the observer does, Clusters and rule
+// sets); for each Release it judges every recorded
 // Deployment with hand-written Go (the convoy-defaults rule: observed generation,
 // updated and available replicas), then makes the spec's writes only: one Server-Side
 // Apply of the entries' states, one POST of the sync request when every entry is
@@ -37,6 +38,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
 	acv1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1/applyconfiguration/api/v1alpha1"
 	"github.com/kumodo/convoy-observer/internal/inventory"
@@ -86,7 +88,10 @@ func run(ctx context.Context, kubeconfig, syncURL string, workers int, qps float
 		AddFunc:    func(obj any) { queue.Add(client.ObjectKeyFromObject(obj.(client.Object))) },
 		UpdateFunc: func(_, obj any) { queue.Add(client.ObjectKeyFromObject(obj.(client.Object))) },
 	}
-	for _, o := range []client.Object{&v1alpha1.Release{}, &v1alpha1.ReleaseInventory{}, &appsv1.Deployment{}} {
+	// The kinds the observer watches too (rule sets and Clusters: a health loop must read
+	// them, though this one needs them not), so both start the same informers.
+	for _, o := range []client.Object{&v1alpha1.Release{}, &v1alpha1.ReleaseInventory{}, &appsv1.Deployment{},
+		&v1alpha1.Cluster{}, &extv1alpha1.GlobalHealthRuleSet{}, &extv1alpha1.HealthRuleSet{}} {
 		inf, err := ca.GetInformer(ctx, o)
 		if err != nil {
 			return err
