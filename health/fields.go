@@ -1,6 +1,8 @@
 package health
 
 import (
+	"encoding/json"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -377,4 +379,58 @@ func constantString(e celast.Expr) (string, bool) {
 	}
 	s, ok := e.AsLiteral().(types.String)
 	return string(s), ok
+}
+
+// PruneStruct zeroes, in place, every field of the Go object that ptr points to that f
+// does not keep, by the fields' JSON names (an embedded or ",inline" struct's fields are
+// its parent's), so that converting it to unstructured content costs only what is kept.
+// A value that encodes itself (a json.Marshaler: times, quantities, int-or-strings) is a
+// leaf, and so is a map, whose keys Prune drops afterwards: PruneStruct then Prune of the
+// converted content keeps what Prune of the object's JSON decoded keeps. A nil f or a
+// leaf keeps everything.
+func (f *Fields) PruneStruct(ptr any) { f.pruneStruct(reflect.ValueOf(ptr)) }
+
+var jsonMarshaler = reflect.TypeFor[json.Marshaler]()
+
+func (f *Fields) pruneStruct(v reflect.Value) {
+	if f == nil || f.all {
+		return
+	}
+	if v.Type().Implements(jsonMarshaler) || (v.CanAddr() && v.Addr().Type().Implements(jsonMarshaler)) {
+		return
+	}
+	switch v.Kind() {
+	case reflect.Pointer:
+		if !v.IsNil() {
+			f.pruneStruct(v.Elem())
+		}
+	case reflect.Slice, reflect.Array:
+		for i := range v.Len() {
+			f.pruneStruct(v.Index(i))
+		}
+	case reflect.Struct:
+		t := v.Type()
+		for i := range t.NumField() {
+			sf := t.Field(i)
+			if !sf.IsExported() {
+				continue
+			}
+			name, opts, _ := strings.Cut(sf.Tag.Get("json"), ",")
+			fv := v.Field(i)
+			switch {
+			case name == "-" && opts == "":
+				continue
+			case (sf.Anonymous && name == "") || slices.Contains(strings.Split(opts, ","), "inline"):
+				f.pruneStruct(fv)
+				continue
+			case name == "":
+				name = sf.Name
+			}
+			if child := f.sub[name]; child != nil {
+				child.pruneStruct(fv)
+			} else if fv.CanSet() {
+				fv.SetZero()
+			}
+		}
+	}
 }

@@ -203,6 +203,7 @@ func (c *Cache) build(cluster *v1alpha1.Cluster, kubeconfig []byte) (*cachedClie
 	}
 	tw := newTargetWatches(c.ctx, c.running, key, wdyn, direct, &c.opts, c.objectChanged)
 	tw.fieldsFor = c.fieldsFor
+	tw.typed = newTypedClients(wcfg, whc, disc.ServerVersion)
 	return &cachedClient{reader: tw, watches: tw, own: own}, nil
 }
 

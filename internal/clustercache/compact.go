@@ -11,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kumodo/convoy-observer/health"
 )
@@ -40,18 +42,30 @@ func (o *compactObject) GetResourceVersion() string { return o.resourceVersion }
 // compactForCache returns the informers' transform: stripForCache, then only the
 // fields (nil: all; health.Fields.Prune), then compactObject. Anything else (a
 // tombstone, an object that does not encode) is kept as it is.
-func compactForCache(fields *health.Fields) toolscache.TransformFunc {
-	return func(obj any) (any, error) { return compact(obj, fields) }
+func compactForCache(fields *health.Fields, gvk schema.GroupVersionKind) toolscache.TransformFunc {
+	return func(obj any) (any, error) { return compact(obj, fields, gvk) }
 }
 
-func compact(obj any, fields *health.Fields) (any, error) {
+func compact(obj any, fields *health.Fields, gvk schema.GroupVersionKind) (any, error) {
 	obj, err := stripForCache(obj)
 	if err != nil {
 		return obj, err
 	}
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
-		return obj, nil
+		typed, isObject := obj.(runtime.Object)
+		if !isObject || gvk.Empty() {
+			return obj, nil
+		}
+		// A built-in type watched in protobuf (protobuf.go): only the kept fields are
+		// converted, and the content is what its JSON would have been.
+		fields.PruneStruct(typed)
+		content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(typed)
+		if err != nil {
+			return obj, nil //nolint:nilerr // kept as it is: the cache still works, only larger
+		}
+		u = &unstructured.Unstructured{Object: content}
+		u.SetGroupVersionKind(gvk) // a decoded protobuf object has no apiVersion and kind
 	}
 	fields.Prune(u.Object)
 	raw, err := u.MarshalJSON()

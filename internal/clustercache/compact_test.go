@@ -11,6 +11,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	toolscache "k8s.io/client-go/tools/cache"
 )
 
@@ -32,7 +33,7 @@ func TestCompactForCache(t *testing.T) {
 	want.SetManagedFields(nil)
 	want.SetAnnotations(map[string]string{"keep": "me"})
 
-	obj, err := compactForCache(nil)(u)
+	obj, err := compactForCache(nil, schema.GroupVersionKind{})(u)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +60,7 @@ func TestCompactForCache(t *testing.T) {
 		t.Fatal("a read shares its maps with the cache")
 	}
 	tomb := toolscache.DeletedFinalStateUnknown{Key: "demo/web", Obj: c}
-	if out, _ := compactForCache(nil)(tomb); out != any(tomb) {
+	if out, _ := compactForCache(nil, schema.GroupVersionKind{})(tomb); out != any(tomb) {
 		t.Fatalf("a tombstone became %T", out)
 	}
 }

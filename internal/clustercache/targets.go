@@ -8,12 +8,9 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sync"
@@ -40,6 +37,7 @@ const (
 type targetWatches struct {
 	cluster  string
 	client   dynamic.Interface // no client timeout: watches are long requests
+	typed    *typedClients     // the protobuf clients of built-in types (nil: JSON only)
 	direct   *dynamicReader    // GETs with the hold-down
 	opts     *Options
 	log      logr.Logger
@@ -188,15 +186,14 @@ func (w *targetWatches) startLocked(k scopeKey) *scopeInformer {
 	s := &scopeInformer{key: k, cancel: cancel, clock: w.opts.Clock}
 	s.fields, s.fieldsSet = w.fields(k.gvr)
 	s.touch()
-	ri := w.client.Resource(k.gvr).Namespace(k.namespace)
 	record := func(err error) {
 		s.setErr(err)
 		if err != nil && refusesWatch(err) {
 			go w.fallBack(s, err)
 		}
 	}
-	lw := recordingListWatch(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return ri.List(ctx, o) },
-		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return ri.Watch(ctx, o) }, record, s.touch)
+	list, watchFn, example, gvk := w.listWatchOf(k)
+	lw := recordingListWatch(list, watchFn, record, s.touch)
 	notify := func(obj any) {
 		if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 			obj = t.Obj
@@ -207,11 +204,11 @@ func (w *targetWatches) startLocked(k scopeKey) *scopeInformer {
 		}
 		w.onObject(ObjectKey{Cluster: w.cluster, Group: k.gvr.Group, Kind: cachedKind(obj), Namespace: a.GetNamespace(), Name: a.GetName()})
 	}
-	s.informer = newInformer(lw, &unstructured.Unstructured{}, k.String(), func(err error) {
+	s.informer = newInformer(lw, example, k.String(), func(err error) {
 		record(err)
 		w.log.V(1).Info("watch error", "scope", k.String(), "error", err.Error())
 	}, notify)
-	_ = s.informer.SetTransform(compactForCache(s.fields))
+	_ = s.informer.SetTransform(compactForCache(s.fields, gvk))
 	w.running.goRun(ctx, s.informer.RunWithContext)
 	w.running.goRun(ctx, func(ctx context.Context) { w.bound(ctx, s) })
 	return s

@@ -1,0 +1,107 @@
+package health
+
+import (
+	"bytes"
+	"encoding/json"
+	"math/rand"
+	"path/filepath"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/apitesting/fuzzer"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metafuzzer "k8s.io/apimachinery/pkg/apis/meta/fuzzer"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+
+	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
+	"github.com/kumodo/convoy-observer/health/manifest/manifesttest"
+)
+
+// TestPruneStructKeepsWhatPruneKeeps: of random objects of built-in types, PruneStruct,
+// the conversion to unstructured content and Prune keep exactly what Prune keeps of the
+// object's JSON: the cache keeps the same of an object watched in protobuf and of one
+// watched in JSON. With the fields of every shipped rule set, and with fields that reach
+// into lists, maps, embedded structs and values that encode themselves.
+func TestPruneStructKeepsWhatPruneKeeps(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join("library", "*.yaml"))
+	var sets []extv1alpha1.GlobalHealthRuleSet
+	for _, file := range append(files, "convoy-defaults.yaml", "generic.yaml") {
+		g, _ := manifesttest.RuleSets(t, file)
+		sets = append(sets, g...)
+	}
+	rf := FieldsOf(sets, nil)
+	extra := []*Fields{
+		nil,
+		fieldsOfPaths("spec"),
+		fieldsOfPaths("metadata.labels.app", "metadata.creationTimestamp", "spec.template.spec.containers.image",
+			"spec.strategy.rollingUpdate.maxSurge", "spec.ports.targetPort", "status.conditions.type",
+			"spec.resources.requests", "status.capacity.storage", "spec.rules.http.paths.backend", "data.k"),
+		fieldsOfPaths("kind", "spec.template.metadata.labels", "spec.jobTemplate.spec.template.spec.initContainers.name",
+			"status.loadBalancer.ingress.ip", "spec.minAvailable", "spec.metrics.resource.target.averageUtilization"),
+	}
+	fill := fuzzer.FuzzerFor(metafuzzer.Funcs, rand.NewSource(7), serializer.NewCodecFactory(clientgoscheme.Scheme)).NilChance(0.2).NumElements(0, 2)
+	for _, example := range []runtime.Object{
+		&appsv1.Deployment{}, &appsv1.StatefulSet{}, &appsv1.DaemonSet{}, &appsv1.ReplicaSet{},
+		&batchv1.Job{}, &batchv1.CronJob{}, &corev1.Pod{}, &corev1.Service{}, &corev1.PersistentVolumeClaim{},
+		&corev1.ConfigMap{}, &networkingv1.Ingress{}, &policyv1.PodDisruptionBudget{}, &autoscalingv2.HorizontalPodAutoscaler{},
+	} {
+		gvks, _, err := clientgoscheme.Scheme.ObjectKinds(example)
+		if err != nil {
+			t.Fatal(err)
+		}
+		plural, _ := meta.UnsafeGuessKindToResource(gvks[0])
+		all := append([]*Fields{rf.For(gvks[0].GroupVersion().String(), plural.Resource)}, extra...)
+		for i := range 40 {
+			obj := example.DeepCopyObject()
+			fill.Fill(obj)
+			raw, err := json.Marshal(obj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, fields := range all {
+				var want map[string]any
+				if err := utiljson.Unmarshal(raw, &want); err != nil {
+					t.Fatal(err)
+				}
+				fields.Prune(want)
+				typed := obj.DeepCopyObject()
+				fields.PruneStruct(typed)
+				got, err := runtime.DefaultUnstructuredConverter.ToUnstructured(typed)
+				if err != nil {
+					t.Fatal(err)
+				}
+				fields.Prune(got)
+				w, _ := json.Marshal(want)
+				g, _ := json.Marshal(got)
+				if !bytes.Equal(w, g) {
+					t.Fatalf("%s #%d with fields %s:\nfrom JSON:   %s\nfrom struct: %s", gvks[0].Kind, i, fields, w, g)
+				}
+			}
+		}
+	}
+}
+
+// TestPruneStructDropsWhatIsNotKept: the fields that are not kept are zero in the Go
+// object (what the conversion then skips), and the kept ones untouched.
+func TestPruneStructDropsWhatIsNotKept(t *testing.T) {
+	d := &appsv1.Deployment{}
+	d.Name = "web"
+	d.Spec.Template.Spec.Containers = []corev1.Container{{Name: "app", Image: "img"}}
+	d.Spec.MinReadySeconds = 5
+	d.Status.ReadyReplicas = 2
+	fieldsOfPaths("metadata", "status", "spec.template.spec.containers.image").PruneStruct(d)
+	if d.Name != "web" || d.Status.ReadyReplicas != 2 || d.Spec.Template.Spec.Containers[0].Image != "img" {
+		t.Fatalf("a kept field was changed: %+v", d)
+	}
+	if d.Spec.MinReadySeconds != 0 || d.Spec.Template.Spec.Containers[0].Name != "" {
+		t.Fatalf("a field that is not kept stayed: %+v", d.Spec)
+	}
+}
