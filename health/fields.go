@@ -393,7 +393,7 @@ func (f *Fields) PruneStruct(ptr any) { f.pruneStruct(reflect.ValueOf(ptr)) }
 var jsonMarshaler = reflect.TypeFor[json.Marshaler]()
 
 func (f *Fields) pruneStruct(v reflect.Value) {
-	if f == nil || f.all {
+	if f == nil || f.all || !v.IsValid() {
 		return
 	}
 	if v.Type().Implements(jsonMarshaler) || (v.CanAddr() && v.Addr().Type().Implements(jsonMarshaler)) {

@@ -105,3 +105,14 @@ func TestPruneStructDropsWhatIsNotKept(t *testing.T) {
 		t.Fatalf("a field that is not kept stayed: %+v", d.Spec)
 	}
 }
+
+// TestPruneStructOfNothing: nil, a nil pointer and a value that is no struct are left
+// alone, without a panic.
+func TestPruneStructOfNothing(t *testing.T) {
+	f := fieldsOfPaths("spec.replicas")
+	var d *appsv1.Deployment
+	f.PruneStruct(nil)
+	f.PruneStruct(d)
+	f.PruneStruct(3)
+	f.PruneStruct(appsv1.Deployment{}) // not addressable: nothing can be zeroed
+}

@@ -40,8 +40,10 @@ func (o *compactObject) GetObjectMeta() metav1.Object {
 func (o *compactObject) GetResourceVersion() string { return o.resourceVersion }
 
 // compactForCache returns the informers' transform: stripForCache, then only the
-// fields (nil: all; health.Fields.Prune), then compactObject. Anything else (a
-// tombstone, an object that does not encode) is kept as it is.
+// fields (nil: all; health.Fields.Prune), then compactObject. A typed object (a
+// built-in type watched in protobuf, of kind gvk) is converted to unstructured content
+// first, only its kept fields (health.Fields.PruneStruct). Anything else (a tombstone,
+// an object that does not encode) is kept as it is.
 func compactForCache(fields *health.Fields, gvk schema.GroupVersionKind) toolscache.TransformFunc {
 	return func(obj any) (any, error) { return compact(obj, fields, gvk) }
 }
