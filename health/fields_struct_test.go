@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"math/rand"
-	"path/filepath"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -20,9 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-
-	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
-	"github.com/kumodo/convoy-observer/health/manifest/manifesttest"
 )
 
 // TestPruneStructKeepsWhatPruneKeeps: of random objects of built-in types, PruneStruct,
@@ -31,13 +27,7 @@ import (
 // watched in JSON. With the fields of every shipped rule set, and with fields that reach
 // into lists, maps, embedded structs and values that encode themselves.
 func TestPruneStructKeepsWhatPruneKeeps(t *testing.T) {
-	files, _ := filepath.Glob(filepath.Join("library", "*.yaml"))
-	var sets []extv1alpha1.GlobalHealthRuleSet
-	for _, file := range append(files, "convoy-defaults.yaml", "generic.yaml") {
-		g, _ := manifesttest.RuleSets(t, file)
-		sets = append(sets, g...)
-	}
-	rf := FieldsOf(sets, nil)
+	rf := FieldsOf(shippedRuleSets(t), nil)
 	extra := []*Fields{
 		nil,
 		fieldsOfPaths("spec"),

@@ -125,12 +125,7 @@ func TestFieldsPrune(t *testing.T) {
 // TestFieldsOfShippedRules: every shipped rule set analyses (no rule keeps every field
 // of its types for want of understanding it), so the cache saves memory with them.
 func TestFieldsOfShippedRules(t *testing.T) {
-	files, _ := filepath.Glob(filepath.Join("library", "*.yaml"))
-	var sets []extv1alpha1.GlobalHealthRuleSet
-	for _, file := range append(files, "convoy-defaults.yaml", "generic.yaml") {
-		g, _ := manifesttest.RuleSets(t, file)
-		sets = append(sets, g...)
-	}
+	sets := shippedRuleSets(t)
 	if len(sets) < 3 {
 		t.Fatalf("read %d rule sets", len(sets))
 	}
@@ -139,4 +134,17 @@ func TestFieldsOfShippedRules(t *testing.T) {
 	if got == nil || got.Covers(fieldsOfPaths("spec.template")) {
 		t.Errorf("with every shipped set, Deployments keep %s: want less than the whole object, without spec.template", got)
 	}
+}
+
+// shippedRuleSets reads every shipped GlobalHealthRuleSet: the library, convoy-defaults
+// and the generic set.
+func shippedRuleSets(t *testing.T) []extv1alpha1.GlobalHealthRuleSet {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join("library", "*.yaml"))
+	var sets []extv1alpha1.GlobalHealthRuleSet
+	for _, file := range append(files, "convoy-defaults.yaml", "generic.yaml") {
+		g, _ := manifesttest.RuleSets(t, file)
+		sets = append(sets, g...)
+	}
+	return sets
 }
