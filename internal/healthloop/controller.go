@@ -137,7 +137,8 @@ func NewHealthController(reader client.Reader, writer client.Client, clusters cl
 // ReleasePredicate and InventoryPredicate), rule sets and Clusters (fanned out
 // to their Releases, Clusters through the Release-by-Cluster field index); changes of
 // target objects and rebuilt clusters (a rotated kubeconfig Secret) come through
-// Enqueue. It returns the reconciler, whose Sync tests may wrap before mgr starts.
+// Enqueue. It also adds the leader's warm start of the target cache (warm.go). It
+// returns the reconciler, whose Sync tests may wrap before mgr starts.
 func (h *HealthController) SetupWithManager(ctx context.Context, mgr manager.Manager, workers int) (*controllerkit.Reconciler, error) {
 	if err := IndexReleasesByCluster(ctx, mgr.GetFieldIndexer()); err != nil {
 		return nil, err
@@ -168,6 +169,9 @@ func (h *HealthController) SetupWithManager(ctx context.Context, mgr manager.Man
 		WithOptions(opts).
 		Complete(r)
 	if err != nil {
+		return nil, err
+	}
+	if err := mgr.Add(&warmStart{h: h, cache: mgr.GetCache()}); err != nil {
 		return nil, err
 	}
 	return r, nil
