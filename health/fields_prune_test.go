@@ -75,14 +75,24 @@ func samePrunedVerdict(t *testing.T, c pruneCase) {
 }
 
 // TestPrunedVerdictsRootScopedObject: .object (the root-scoped object) keeps what it
-// reads; FieldsOf once missed it, since only the type-checker drops the dot.
+// reads, in comprehensions, messages, failed expressions and wildcard rules too;
+// FieldsOf once missed it, since only the type-checker drops the dot.
 func TestPrunedVerdictsRootScopedObject(t *testing.T) {
-	samePrunedVerdict(t, pruneCase{name: "leading-dot", expr: ".object.spec.x == 1"})
-	samePrunedVerdict(t, pruneCase{name: "leading-dot-has", expr: "has(.object.data)"})
-	samePrunedVerdict(t, pruneCase{name: "leading-dot-msg", expr: "false", msg: "string(.object.spec.other)"})
+	for _, c := range []pruneCase{
+		{name: "leading-dot", expr: ".object.spec.x == 1"},
+		{name: "leading-dot-has", expr: "has(.object.data)"},
+		{name: "leading-dot-msg", expr: "false", msg: "string(.object.spec.other)"},
+		{name: "leading-dot-comprehension", expr: "[1].all(i, .object.data.k == 'v')"},
+		{name: "leading-dot-opt", expr: ".object.?data.?k.orValue('') == 'v'"},
+		{name: "leading-dot-wild", ruleAV: "*", resources: []string{"*"}, expr: ".object.spec.other == 'secret'"},
+		{name: "leading-dot-failed", expr: "object.spec.x == 2", failed: ".object.top == 't'"},
+	} {
+		samePrunedVerdict(t, c)
+	}
 }
 
-// TestPrunedVerdicts: macros, optionals, presence, computed keys, aliasing, wildcards.
+// TestPrunedVerdicts: macros, optionals, presence, computed keys, aliasing, wildcards,
+// library functions, shadowed object, whole-value operators.
 func TestPrunedVerdicts(t *testing.T) {
 	for _, c := range []pruneCase{
 		{name: "shadow-exists", expr: "[1].exists(object, object == 1) && object.spec.x == 1"},
@@ -135,18 +145,18 @@ func TestPrunedVerdicts(t *testing.T) {
 		{name: "wild-suffix", ruleAV: "*.com/*", resources: []string{"widgets"}, expr: "object.data.k == 'v'"},
 		{name: "wild-decided", ruleAV: "*", resources: []string{"*"}, expr: "!object.apiVersion.contains('.') || object.data.k == 'v'"},
 		{name: "misplaced", ruleAV: "example.com/v1", resources: []string{"*"}, expr: "object.top == 't'"},
+		// library functions, shadowed object, whole-value operators
+		{name: "map-eq-dyn", expr: "object.spec.y == dyn({'a': 1, 'b': 'two'})"},
+		{name: "nested-exists", expr: "object.spec.containers.exists(c, c.ports.exists(p, p.containerPort == 80))"},
+		{name: "in-list", expr: "object.spec.str in ['hello'] && object.spec.x in [1, 2]"},
+		{name: "flatten", expr: "[object.spec.containers, object.spec.list].flatten().size() == 2"},
+		{name: "scalar-has", expr: "has(object.spec.str.x)"},
+		{name: "dot-dyn", expr: ".dyn(object).data.k == 'v'"},
+		{name: "shadow-iter-object-range", expr: "[object.data].exists(object, object.k == 'v')"},
+		{name: "string-of-int", expr: "false", msg: "string(object.spec.x) + object.spec.y.b"},
 	} {
 		samePrunedVerdict(t, c)
 	}
-}
-
-// TestPrunedVerdictsRootScopedObjectMore: .object in comprehensions, messages, failed
-// expressions and wildcard rules.
-func TestPrunedVerdictsRootScopedObjectMore(t *testing.T) {
-	samePrunedVerdict(t, pruneCase{name: "leading-dot-comprehension", expr: "[1].all(i, .object.data.k == 'v')"})
-	samePrunedVerdict(t, pruneCase{name: "leading-dot-opt", expr: ".object.?data.?k.orValue('') == 'v'"})
-	samePrunedVerdict(t, pruneCase{name: "leading-dot-wild", ruleAV: "*", resources: []string{"*"}, expr: ".object.spec.other == 'secret'"})
-	samePrunedVerdict(t, pruneCase{name: "leading-dot-failed", expr: "object.spec.x == 2", failed: ".object.top == 't'"})
 }
 
 // Not pruning: decide.go's readsOnlyAPIVersion takes .object for a type name, so a
@@ -166,21 +176,5 @@ func TestPrunedVerdictsRootScopedDecided(t *testing.T) {
 	wild := mk("*", []string{"*"}).Evaluate("example.com/v1", "widgets", pruneObject())
 	if exact.Outcome != wild.Outcome {
 		t.Errorf("BUG decide: %q exact rule %v, same rule as wildcard %v (RulesApplied %d)", expr, exact.Outcome, wild.Outcome, wild.RulesApplied)
-	}
-}
-
-// TestPrunedVerdictsMore: library functions, shadowed object, whole-value operators.
-func TestPrunedVerdictsMore(t *testing.T) {
-	for _, c := range []pruneCase{
-		{name: "map-eq-dyn", expr: "object.spec.y == dyn({'a': 1, 'b': 'two'})"},
-		{name: "nested-exists", expr: "object.spec.containers.exists(c, c.ports.exists(p, p.containerPort == 80))"},
-		{name: "in-list", expr: "object.spec.str in ['hello'] && object.spec.x in [1, 2]"},
-		{name: "flatten", expr: "[object.spec.containers, object.spec.list].flatten().size() == 2"},
-		{name: "scalar-has", expr: "has(object.spec.str.x)"},
-		{name: "dot-dyn", expr: ".dyn(object).data.k == 'v'"},
-		{name: "shadow-iter-object-range", expr: "[object.data].exists(object, object.k == 'v')"},
-		{name: "string-of-int", expr: "false", msg: "string(object.spec.x) + object.spec.y.b"},
-	} {
-		samePrunedVerdict(t, c)
 	}
 }
