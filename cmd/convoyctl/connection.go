@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 // connection is kubectl's connection flags (cli-runtime's ConfigFlags: --kubeconfig,
@@ -52,6 +53,17 @@ func (c *connection) given(cmd *cobra.Command) bool {
 		}
 	}
 	return false
+}
+
+// validate checks the values of the connection flags that client-go would refuse only
+// when a command builds its client: --request-timeout (a duration, or whole seconds).
+func (c *connection) validate() error {
+	if t := c.flags.Timeout; t != nil && *t != "" {
+		if _, err := clientcmd.ParseTimeout(*t); err != nil {
+			return usageError(fmt.Errorf("invalid --request-timeout %q: a duration (1s, 2m, 3h) or whole seconds", *t))
+		}
+	}
+	return nil
 }
 
 // restConfig returns the client config of the flags; the error says the kubeconfig

@@ -147,6 +147,8 @@ func (o *evalOptions) run(ctx context.Context, env *cliEnv) error {
 		return usageError(errors.New("give --rules and --object (or --release NAMESPACE/NAME)"))
 	case o.release == "" && o.serviceAccount != clustercache.DefaultServiceAccount:
 		return usageError(errors.New("--default-service-account applies to --release only"))
+	case env.conn.namespace() != "":
+		return usageError(errors.New("-n does not apply: the objects' namespaces are those in their files, and --release takes NAMESPACE/NAME"))
 	}
 	deadline, err := parseDeadline(o.deadline)
 	if err != nil {

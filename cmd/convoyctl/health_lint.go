@@ -67,7 +67,7 @@ error, with a pattern too (deployment under "apps/*"; deployments is one); under
 wildcard group a note says when its plural is known (deployment under "*").
 
 The schemas of the built-in kinds come from the Kubernetes API types compiled into
-convoyctl (no cluster needed), the aggregator's APIService and CustomResourceDefinition
+this binary (no cluster needed), the aggregator's APIService and CustomResourceDefinition
 included. The schemas of other resources (CRDs) come from --schema, files or directories
 of CustomResourceDefinitions (each served version, as the API server builds it), then,
 with --kubeconfig, from the cluster's /openapi/v3 and its discovery. A rule of a CRD that

@@ -206,6 +206,8 @@ spec:
 		{"rules of an unknown kind", eval("--rules", unknownKind, "--object", obj), 2, `unknown kind "ConfigMap" of apiVersion "v1"`},
 		{"objects not YAML", eval("--rules", defaultsFile, "--object", notYAML), 2, "reading objects " + notYAML + ": document 1"},
 		{"object without kind", eval("--rules", defaultsFile, "--object", noKind), 2, "object has no kind"},
+		{"-n on files", eval("--rules", defaultsFile, "--object", obj, "-n", "prod"), 2, "-n does not apply"},
+		{"-n with --release", eval("--release", "prod/web", "-n", "prod"), 2, "-n does not apply"},
 		{"bad --deadline", eval("--rules", defaultsFile, "--object", obj, "--deadline", "5 minutes"), 2, `invalid --deadline "5 minutes"`},
 		{"negative --deadline", eval("--rules", defaultsFile, "--object", obj, "--deadline", "-5m"), 2, `invalid --deadline "-5m": must not be negative`},
 		{"bad --now", eval("--rules", defaultsFile, "--object", obj, "--now", "yesterday"), 2, `invalid --now "yesterday"`},
@@ -309,5 +311,21 @@ func TestHealthEvalDiagnosis(t *testing.T) {
 		if code != 0 || first+"\n" != web(tc.state, tc.cause) || strings.Contains(rest, "diagnosis") {
 			t.Errorf("%v: exit %d, stderr %q\ngot  %s\nwant %s\nrest %s", tc.args, code, stderr, first, web(tc.state, tc.cause), rest)
 		}
+	}
+}
+
+// TestBadRequestTimeout: a --request-timeout that is no duration is a usage error (exit
+// 2) for every command, said before anything is read, not an endpoint error.
+func TestBadRequestTimeout(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"release", "status", "--server", "https://127.0.0.1:1", "--request-timeout", "bogus", "-n", "default", "r"},
+		{"release", "wait", "--server", "https://127.0.0.1:1", "--request-timeout", "5 minutes", "-n", "default", "r"},
+		{"health", "eval", "--rules", defaultsFile, "--object", defaultsFile, "--request-timeout", "soon"},
+	} {
+		t.Run(strings.Join(args[:2], " "), func(t *testing.T) {
+			t.Parallel()
+			assertRun(t, args, exitUsage, "", "invalid --request-timeout")
+		})
 	}
 }

@@ -124,8 +124,8 @@ The first line names the release, whether every entry has the render of
 status.lastAttempted (renderCurrent), the counts by state and, when convoy-api counts the
 rules of each entry, unjudged: the entries that no rule the Release selects judges.
 Entries are sorted by wave; STATE ends in "(no rule)" for such an entry ("Healthy (no
-rule)": nothing failed because nothing judged it; "convoyctl health coverage" lists the
-kinds no rule judges). RENDER is the render that applied the object, with the render the
+rule)": nothing failed because nothing judged it; the health coverage command lists
+the kinds no rule judges). RENDER is the render that applied the object, with the render the
 state was assessed at when that differs. Empty fields show as -.
 
 -o json prints the HealthResult as JSON instead. Each entry has "rulesApplied": the

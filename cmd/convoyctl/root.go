@@ -27,6 +27,8 @@ func newRootCommand(env *cliEnv) *cobra.Command {
 	root.SetErr(env.stderr)
 	root.CompletionOptions.DisableDefaultCmd = true
 	env.conn = newConnection(root.PersistentFlags())
+	// A connection flag's bad value is a usage error of any command, said at once.
+	root.PersistentPreRunE = func(*cobra.Command, []string) error { return env.conn.validate() }
 	root.AddCommand(newHealthCommand(env))
 	root.AddCommand(newReleaseCommand(env))
 	return root
