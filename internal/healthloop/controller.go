@@ -236,6 +236,7 @@ func (h *HealthController) syncHandler(ctx context.Context, key string) (_ contr
 			h.forget(key)
 			h.forgetCluster(key)
 			forgetMetrics(namespace, name)
+			h.forgetNamespaceMetrics(ctx, namespace)
 			return controllerkit.Result{}, nil // the controller-manager deletes the inventory
 		}
 		return controllerkit.Result{}, fmt.Errorf("reading Release %s: %w", key, err)

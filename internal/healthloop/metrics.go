@@ -1,9 +1,11 @@
 package healthloop
 
 import (
+	"context"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
@@ -76,6 +78,22 @@ func forgetMetrics(namespace, name string) {
 	labels := prometheus.Labels{"namespace": namespace, "release": name}
 	releaseSeries.update(namespace, name, func(v *releaseValues) { *v = releaseValues{} })
 	assessmentFailures.DeletePartialMatch(labels)
+}
+
+// forgetNamespaceMetrics drops the series by namespace (the fair evaluation's, the
+// passes', the queue wait's) of a namespace that has no Release left in the cache:
+// namespaces come and go (a preview environment's, a tenant's), and the series of those
+// gone must not accumulate. A Release created there later makes them again, from zero
+// (a counter reset, as after a restart).
+func (h *HealthController) forgetNamespaceMetrics(ctx context.Context, namespace string) {
+	var left v1alpha1.ReleaseList
+	if err := h.Reader.List(ctx, &left, client.InNamespace(namespace), client.Limit(1), client.UnsafeDisableDeepCopy); err != nil || len(left.Items) > 0 {
+		return
+	}
+	for _, vec := range []*prometheus.MetricVec{evaluationCPU.MetricVec, evaluationCost.MetricVec, passesTotal.MetricVec,
+		budgetCuts.MetricVec, budgetCutEntries.MetricVec, evaluationWait.MetricVec, queueWait.MetricVec} {
+		vec.DeleteLabelValues(namespace)
+	}
 }
 
 // Metrics per namespace of the fair evaluation.

@@ -31,7 +31,8 @@ func seriesWith(t *testing.T, labels map[string]string) map[string]int {
 
 // TestSeriesGoWithWhatTheyDescribe: the series of a Release (by namespace and release)
 // go when it is deleted, and the series of its Cluster (target reads, informers) go
-// with the last Release that reads it: a Cluster deleted after its Releases is never
+// with the last Release that reads it, and those of its namespace (passes, the fair
+// evaluation, the queue wait) with the namespace's last Release: a Cluster deleted after its Releases is never
 // seen missing by a pass, and a churn of tenants' Releases and Clusters must not grow
 // the metrics.
 func TestSeriesGoWithWhatTheyDescribe(t *testing.T) {
@@ -56,5 +57,8 @@ func TestSeriesGoWithWhatTheyDescribe(t *testing.T) {
 	}
 	if n := seriesWith(t, cluster); len(n) != 0 {
 		t.Errorf("after the last Release of the cluster is gone, its series stay: %v", n)
+	}
+	if n := seriesWith(t, map[string]string{"namespace": f.ns}); len(n) != 0 {
+		t.Errorf("after the last Release of the namespace is gone, its series stay: %v", n)
 	}
 }
