@@ -24,9 +24,20 @@ type index struct {
 	scopes  map[string]map[schema.GroupVersionResource]map[string]int // cluster → gvr → namespace → refs
 }
 
+// tracked is what one Release reads: each object's key, as in objects (the string the
+// map holds, not a copy), and how many of them each resource and namespace has (its part
+// of scopes), about 20 bytes an object where its TargetRef is 96.
 type tracked struct {
 	cluster string
-	refs    []TargetRef
+	keys    []string
+	scopes  []scopeRefs
+}
+
+// scopeRefs counts the objects a Release reads of one resource in one namespace.
+type scopeRefs struct {
+	gvr       schema.GroupVersionResource
+	namespace string
+	refs      int
 }
 
 func newIndex() index {
@@ -48,35 +59,65 @@ func objectKey(k ObjectKey) string {
 	return string(b)
 }
 
+// trackedOf returns what refs on cluster are, as the index keeps them.
+func trackedOf(cluster string, refs []TargetRef) tracked {
+	t := tracked{cluster: cluster, keys: make([]string, len(refs))}
+	for i, r := range refs {
+		t.keys[i] = r.key(cluster)
+		if j := slices.IndexFunc(t.scopes, func(s scopeRefs) bool { return s.gvr == r.GVR && s.namespace == r.Namespace }); j >= 0 {
+			t.scopes[j].refs++
+		} else {
+			t.scopes = append(t.scopes, scopeRefs{gvr: r.GVR, namespace: r.Namespace, refs: 1})
+		}
+	}
+	t.scopes = slices.Clip(t.scopes)
+	return t
+}
+
+func (t tracked) equal(o tracked) bool {
+	return t.cluster == o.cluster && slices.Equal(t.keys, o.keys) && slices.Equal(t.scopes, o.scopes)
+}
+
 // set replaces what release reads with refs on cluster (no refs: nothing) and returns
-// the clusters whose scopes changed.
+// the clusters whose scopes changed: none when the Release reads what it read (a
+// steady pass changes nothing here).
 func (x *index) set(release, cluster string, refs []TargetRef) []string {
 	var changed []string
-	if old, ok := x.releases[release]; ok {
+	old, had := x.releases[release]
+	if len(refs) == 0 {
+		if had {
+			x.remove(release, old)
+			delete(x.releases, release)
+			changed = append(changed, old.cluster)
+		}
+		return changed
+	}
+	t := trackedOf(cluster, refs)
+	if had && t.equal(old) {
+		return nil
+	}
+	if had {
 		x.remove(release, old)
 		changed = append(changed, old.cluster)
 	}
-	if len(refs) == 0 {
-		delete(x.releases, release)
-		return changed
-	}
-	x.releases[release] = tracked{cluster: cluster, refs: refs}
+	x.releases[release] = t
 	counts := x.scopes[cluster]
 	if counts == nil {
 		counts = map[schema.GroupVersionResource]map[string]int{}
 		x.scopes[cluster] = counts
 	}
-	for _, r := range refs {
-		k := r.key(cluster)
+	for _, k := range t.keys {
 		if m := x.objects[k]; !slices.Contains(m, release) {
 			x.objects[k] = append(m, release)
 		}
-		nss := counts[r.GVR]
+	}
+	for _, sc := range t.scopes {
+		nss := counts[sc.gvr]
 		if nss == nil {
 			nss = map[string]int{}
-			counts[r.GVR] = nss
+			counts[sc.gvr] = nss
 		}
-		nss[r.Namespace]++
+		nss[sc.namespace] += sc.refs
 	}
 	if len(changed) == 0 || changed[0] != cluster {
 		changed = append(changed, cluster)
@@ -85,9 +126,7 @@ func (x *index) set(release, cluster string, refs []TargetRef) []string {
 }
 
 func (x *index) remove(release string, t tracked) {
-	counts := x.scopes[t.cluster]
-	for _, r := range t.refs {
-		k := r.key(t.cluster)
+	for _, k := range t.keys {
 		if m := x.objects[k]; m != nil {
 			if i := slices.Index(m, release); i >= 0 {
 				m = slices.Delete(m, i, i+1)
@@ -98,12 +137,15 @@ func (x *index) remove(release string, t tracked) {
 				x.objects[k] = m
 			}
 		}
-		if nss := counts[r.GVR]; nss != nil {
-			if nss[r.Namespace]--; nss[r.Namespace] <= 0 {
-				delete(nss, r.Namespace)
+	}
+	counts := x.scopes[t.cluster]
+	for _, sc := range t.scopes {
+		if nss := counts[sc.gvr]; nss != nil {
+			if nss[sc.namespace] -= sc.refs; nss[sc.namespace] <= 0 {
+				delete(nss, sc.namespace)
 			}
 			if len(nss) == 0 {
-				delete(counts, r.GVR)
+				delete(counts, sc.gvr)
 			}
 		}
 	}
@@ -130,7 +172,15 @@ func (c *Cache) Track(release string, cluster *v1alpha1.Cluster, refs []TargetRe
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, changed := range c.index.set(release, key, refs) {
+	changed := c.index.set(release, key, refs)
+	if len(changed) == 0 && key != "" {
+		// What the Release reads did not change; a type read with GETs since its watch
+		// was refused is watched again at the first Track after FallbackRetry.
+		if cc := c.clients[key]; cc != nil && cc.watches != nil && cc.watches.retryDue() {
+			changed = []string{key}
+		}
+	}
+	for _, changed := range changed {
 		if cc := c.clients[changed]; cc != nil && cc.watches != nil {
 			cc.watches.sync(c.index.scopes[changed])
 		}

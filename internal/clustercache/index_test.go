@@ -7,7 +7,8 @@ import (
 
 // TestIndexFollowsTrack: the index maps each object to the Releases that read it and
 // counts each type's namespaces per cluster; a Release that moves to another cluster
-// or reads nothing any more leaves no trace.
+// or reads nothing any more leaves no trace, and one that reads what it read changes
+// nothing.
 func TestIndexFollowsTrack(t *testing.T) {
 	x := newIndex()
 	a := cmRef("ns1", "a")
@@ -16,6 +17,16 @@ func TestIndexFollowsTrack(t *testing.T) {
 		t.Fatalf("changed clusters = %v", got)
 	}
 	x.set("r2", "c/one", []TargetRef{shared})
+	// A Release that reads what it read changes nothing (a steady pass).
+	if got := x.set("r2", "c/one", []TargetRef{cmRef("ns2", "shared")}); len(got) != 0 {
+		t.Fatalf("the same refs again: changed clusters = %v, want none", got)
+	}
+	// The same object twice counts twice in its namespace, and goes with its Release.
+	x.set("r3", "c/one", []TargetRef{a, a})
+	if got := x.scopes["c/one"][gvrConfigMaps]; got["ns1"] != 3 {
+		t.Fatalf("scopes with a repeated ref = %v", got)
+	}
+	x.set("r3", "c/one", nil)
 	if got := x.readers(shared.key("c/one")); !slices.Equal(got, []string{"r1", "r2"}) {
 		t.Fatalf("readers of shared = %v", got)
 	}

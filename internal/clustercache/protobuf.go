@@ -169,7 +169,8 @@ func (w *targetWatches) listWatchOf(k scopeKey) (toolscache.ListWithContextFunc,
 				w.log.Info("watching in JSON", "scope", k.String(), "reason", err.Error())
 				return
 			}
-			list, watchFn = typedListWatch(c, k.gvr, k.namespace)
+			lw := toolscache.NewFilteredListWatchFromClient(c, k.gvr.Resource, k.namespace, func(*metav1.ListOptions) {})
+			list, watchFn = lw.ListWithContextFunc, lw.WatchFuncWithContext
 		})
 	}
 	return func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
@@ -179,16 +180,4 @@ func (w *targetWatches) listWatchOf(k scopeKey) (toolscache.ListWithContextFunc,
 			choose()
 			return watchFn(ctx, o)
 		}, nil, gvk
-}
-
-// typedListWatch returns the list and watch of gvr in namespace ("" all) with c.
-func typedListWatch(c rest.Interface, gvr schema.GroupVersionResource, namespace string) (toolscache.ListWithContextFunc, toolscache.WatchFuncWithContext) {
-	list := func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-		return c.Get().Namespace(namespace).Resource(gvr.Resource).VersionedParams(&o, clientgoscheme.ParameterCodec).Do(ctx).Get()
-	}
-	watchFn := func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-		o.Watch = true
-		return c.Get().Namespace(namespace).Resource(gvr.Resource).VersionedParams(&o, clientgoscheme.ParameterCodec).Watch(ctx)
-	}
-	return list, watchFn
 }

@@ -125,13 +125,30 @@ func (w *targetWatches) sync(counts map[schema.GroupVersionResource]map[string]i
 	watchedScopes.WithLabelValues(w.cluster).Set(float64(len(w.informers)))
 }
 
+// retryDue reports whether a type that fell back to GETs may be watched again (its
+// FallbackRetry has passed): the next sync starts its informer.
+func (w *targetWatches) retryDue() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	now := w.opts.Clock.Now()
+	for _, fb := range w.fallback {
+		if !now.Before(fb.until) {
+			return true
+		}
+	}
+	return false
+}
+
 // desiredLocked returns the informers that counts ask for.
 func (w *targetWatches) desiredLocked(counts map[schema.GroupVersionResource]map[string]int) map[scopeKey]bool {
 	want := map[scopeKey]bool{}
 	now := w.opts.Clock.Now()
 	for gvr, nss := range counts {
-		if fb, ok := w.fallback[gvr]; ok && now.Before(fb.until) {
-			continue
+		if fb, ok := w.fallback[gvr]; ok {
+			if now.Before(fb.until) {
+				continue
+			}
+			delete(w.fallback, gvr) // watched again; a refusal falls back anew
 		}
 		// Hysteresis: a type goes all-namespaces above the threshold and back to
 		// per-namespace informers only at half of it, so it does not flap.

@@ -263,3 +263,25 @@ func TestKubeconfigSecretRotation(t *testing.T) {
 		t.Fatalf("Secrets still watched after the Cluster was forgotten: %v", got)
 	}
 }
+
+// TestRefusedTypeIsWatchedAgain: once FallbackRetry has passed, the next Track tries to
+// watch a type that fell back to GETs again, even when what the Release reads did not
+// change (a steady pass changes nothing in the index, but the retry is still due).
+func TestRefusedTypeIsWatchedAgain(t *testing.T) {
+	ns := namespace(t)
+	configMap(t, ns, "a", "1")
+	cfg := getOnlyConfig(t, ns, "configmaps")
+	cache := New(Options{Local: cfg, Watch: true, UnsafeReadAsObserver: true, FallbackRetry: 200 * time.Millisecond})
+	cluster := localCluster("retry-" + ns)
+	if _, err := cache.GetReader(context.Background(), cluster); err != nil {
+		t.Fatal(err)
+	}
+	refs := []TargetRef{cmRef(ns, "a")}
+	cache.Track("ns/r", cluster, refs)
+	fallbacks := watchFallbacks.WithLabelValues(toolscache.MetaObjectToName(cluster).String())
+	eventually(t, "the fallback to GETs", func() bool { return testutil.ToFloat64(fallbacks) == 1 })
+	eventually(t, "a second try to watch, refused again", func() bool {
+		cache.Track("ns/r", cluster, refs) // the same refs, as a steady pass tracks them
+		return testutil.ToFloat64(fallbacks) == 2
+	})
+}
