@@ -45,10 +45,11 @@ func (w *warmStart) Start(ctx context.Context) error {
 
 // warm starts the target informers of every Release of this replica's shards (opts
 // narrow the list, for tests) as its pass would (trackTargets, and the Cluster's reader,
-// whose clients start them), without reading a target object or writing anything. Before, unless a pass was first, it sets the fields that the
-// GlobalHealthRuleSets read (FieldKeeper): a pass whose HealthRuleSets read more adds
-// them before it reads (keepFields). A Release it cannot place (no Cluster, no
-// inventory, deleted, another shard's) is left to its pass.
+// whose clients start them), without reading a target object or writing anything.
+// Before, unless a pass was first, it sets the fields that the GlobalHealthRuleSets read
+// (FieldKeeper): a pass whose HealthRuleSets read more adds them before it reads
+// (keepFields). A Release it cannot place (no Cluster, no inventory, deleted, another
+// shard's) is left to its pass.
 func (h *HealthController) warm(ctx context.Context, opts ...client.ListOption) {
 	if keeper, ok := h.Clusters.(FieldKeeper); ok {
 		h.fields.mu.Lock()
