@@ -1,8 +1,13 @@
 package clustercache
 
 import (
+	"fmt"
+	"math/rand/v2"
+	"reflect"
 	"slices"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // TestIndexFollowsTrack: the index maps each object to the Releases that read it and
@@ -50,5 +55,69 @@ func TestIndexFollowsTrack(t *testing.T) {
 	x.set("r2", "c/one", nil)
 	if len(x.releases) != 0 || len(x.objects) != 0 || len(x.scopes) != 0 {
 		t.Fatalf("index after every Release left: %+v", x)
+	}
+}
+
+// TestIndexMatchesItsModel: after any sequence of Tracks (Releases moving between
+// clusters, reading repeated, shared or no objects, the same refs again), the index is
+// what a recount of every Release's last refs gives: the readers of each object, and
+// each cluster's refs per resource and namespace.
+func TestIndexMatchesItsModel(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	pool := []TargetRef{cmRef("ns1", "a"), cmRef("ns1", "b"), cmRef("ns2", "a"),
+		{GVR: schema.GroupVersionResource{Version: "v1", Resource: "secrets"}, Kind: "Secret", Namespace: "ns1", Name: "a"}}
+	clusters := []string{"c/one", "c/two"}
+	x := newIndex()
+	model := map[string]string{} // release → its cluster
+	modelRefs := map[string][]TargetRef{}
+	for step := range 2000 {
+		release := fmt.Sprintf("r%d", rng.IntN(5))
+		var refs []TargetRef
+		if rng.IntN(5) > 0 {
+			for range rng.IntN(4) {
+				refs = append(refs, pool[rng.IntN(len(pool))])
+			}
+		}
+		if old, ok := modelRefs[release]; ok && rng.IntN(3) == 0 {
+			refs = old // what it read, as a steady pass tracks it
+		}
+		cluster := clusters[rng.IntN(len(clusters))]
+		x.set(release, cluster, refs)
+		if len(refs) == 0 {
+			delete(model, release)
+			delete(modelRefs, release)
+		} else {
+			model[release] = cluster
+			modelRefs[release] = refs
+		}
+		objects := map[string][]string{}
+		scopes := map[string]map[schema.GroupVersionResource]map[string]int{}
+		for r, c := range model {
+			for _, ref := range modelRefs[r] {
+				k := ref.key(c)
+				if !slices.Contains(objects[k], r) {
+					objects[k] = append(objects[k], r)
+				}
+				if scopes[c] == nil {
+					scopes[c] = map[schema.GroupVersionResource]map[string]int{}
+				}
+				if scopes[c][ref.GVR] == nil {
+					scopes[c][ref.GVR] = map[string]int{}
+				}
+				scopes[c][ref.GVR][ref.Namespace]++
+			}
+		}
+		if len(objects) != len(x.objects) {
+			t.Fatalf("step %d: %d objects indexed, want %d", step, len(x.objects), len(objects))
+		}
+		for k, want := range objects {
+			slices.Sort(want)
+			if got := x.readers(k); !slices.Equal(got, want) {
+				t.Fatalf("step %d: readers of %q = %v, want %v", step, k, got, want)
+			}
+		}
+		if !reflect.DeepEqual(x.scopes, scopes) {
+			t.Fatalf("step %d: scopes = %v, want %v", step, x.scopes, scopes)
+		}
 	}
 }
