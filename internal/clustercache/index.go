@@ -24,9 +24,10 @@ type index struct {
 	scopes  map[string]map[schema.GroupVersionResource]map[string]int // cluster → gvr → namespace → refs
 }
 
-// tracked is what one Release reads: each object's key, as in objects (the string the
-// map holds, not a copy), and how many of them each resource and namespace has (its part
-// of scopes), about 20 bytes an object where its TargetRef is 96.
+// tracked is what one Release reads: each object's key, as in objects (the very string
+// the map holds, when this Release put the object there), and how many of them each
+// resource and namespace has (its part of scopes): about 20 bytes an object, where its
+// TargetRef is 96.
 type tracked struct {
 	cluster string
 	keys    []string

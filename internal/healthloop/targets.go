@@ -16,7 +16,6 @@ import (
 func (h *HealthController) trackTargets(key string, rel *v1alpha1.Release, cluster *v1alpha1.Cluster, pi passInventory) {
 	var refs []clustercache.TargetRef
 	if cluster != nil && pi.inv != nil && pi.own != nil {
-		// The index keeps refs until the next pass: no room to spare.
 		refs = make([]clustercache.TargetRef, 0, len(pi.inv.Entries)+len(pi.inv.Hooks))
 		if rel.DeletionTimestamp == nil && rel.Spec.HealthAssessment != nil {
 			entries, _ := pi.own.RecordedEntries(pi.inv, inventory.FieldManagerInventory)
