@@ -160,3 +160,32 @@ func getOnlyConfig(t *testing.T, ns, resource string) *rest.Config {
 	}
 	return cfg
 }
+
+// namespacedConfig returns the config of a user who may get, list and watch resource
+// (core group) in namespaces only: RoleBindings there, nothing cluster-wide.
+func namespacedConfig(t *testing.T, name, resource string, namespaces ...string) *rest.Config {
+	t.Helper()
+	ctx := context.Background()
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{resource}, Verbs: []string{"get", "list", "watch"}}}}
+	if err := env.Client.Create(ctx, role); err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range namespaces {
+		binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: name},
+			Subjects: []rbacv1.Subject{{Kind: "User", Name: name}}}
+		if err := env.Client.Create(ctx, binding); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kc, err := env.UserKubeconfig(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}

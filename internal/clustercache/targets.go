@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -57,6 +58,12 @@ type targetWatches struct {
 	informers map[scopeKey]*scopeInformer                   // running
 	fallback  map[schema.GroupVersionResource]fallbackState // list/watch refused
 	wide      map[schema.GroupVersionResource]bool          // currently all-namespaces
+	// narrow holds the types whose list in all namespaces was forbidden (an identity
+	// allowed in some namespaces only), watched namespace by namespace until then.
+	narrow map[schema.GroupVersionResource]time.Time
+	// resync: a type was narrowed, so the next Track syncs even if nothing it counts
+	// changed (its per-namespace informers start then).
+	resync bool
 }
 
 type fallbackState struct {
@@ -72,6 +79,7 @@ func newTargetWatches(ctx context.Context, running *goroutines, cluster string, 
 		informers: map[scopeKey]*scopeInformer{},
 		fallback:  map[schema.GroupVersionResource]fallbackState{},
 		wide:      map[schema.GroupVersionResource]bool{},
+		narrow:    map[schema.GroupVersionResource]time.Time{},
 	}
 }
 
@@ -122,17 +130,32 @@ func (w *targetWatches) sync(counts map[schema.GroupVersionResource]map[string]i
 			delete(w.fallback, gvr)
 		}
 	}
+	for gvr := range w.narrow {
+		if _, ok := counts[gvr]; !ok {
+			delete(w.narrow, gvr)
+		}
+	}
+	w.resync = false
 	watchedScopes.WithLabelValues(w.cluster).Set(float64(len(w.informers)))
 }
 
-// retryDue reports whether a type that fell back to GETs may be watched again (its
-// FallbackRetry has passed): the next sync starts its informer.
+// retryDue reports whether a sync would start or stop an informer although no count
+// changed: a type was narrowed to per-namespace informers, or the FallbackRetry of a
+// type that fell back to GETs (or was narrowed) has passed.
 func (w *targetWatches) retryDue() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.resync {
+		return true
+	}
 	now := w.opts.Clock.Now()
 	for _, fb := range w.fallback {
 		if !now.Before(fb.until) {
+			return true
+		}
+	}
+	for _, until := range w.narrow {
+		if !now.Before(until) {
 			return true
 		}
 	}
@@ -153,7 +176,13 @@ func (w *targetWatches) desiredLocked(counts map[schema.GroupVersionResource]map
 		// Hysteresis: a type goes all-namespaces above the threshold and back to
 		// per-namespace informers only at half of it, so it does not flap.
 		n := len(nss)
-		wide := n > w.opts.NamespaceThreshold || (w.wide[gvr] && n > w.opts.NamespaceThreshold/2)
+		narrowed := false
+		if until, ok := w.narrow[gvr]; ok {
+			if narrowed = now.Before(until); !narrowed {
+				delete(w.narrow, gvr) // try all namespaces again
+			}
+		}
+		wide := !narrowed && (n > w.opts.NamespaceThreshold || (w.wide[gvr] && n > w.opts.NamespaceThreshold/2))
 		_, clusterScoped := nss[""]
 		if wide || clusterScoped {
 			want[scopeKey{gvr: gvr}] = true
@@ -256,6 +285,18 @@ func (w *targetWatches) fallBack(s *scopeInformer, err error) {
 	}
 	s.cancel()
 	delete(w.informers, s.key)
+	if s.key.namespace == "" && w.wide[s.key.gvr] && apierrors.IsForbidden(err) {
+		// Forbidden in all namespaces is not forbidden in each: the identity may read
+		// the namespaces its Releases record (RoleBindings there), so the type is
+		// watched namespace by namespace, not read with GETs.
+		delete(w.wide, s.key.gvr)
+		w.narrow[s.key.gvr] = w.opts.Clock.Now().Add(w.opts.FallbackRetry)
+		w.resync = true
+		w.log.Info("cannot watch this type in all namespaces; watching it namespace by namespace", "scope", s.key.String(),
+			"resource", s.key.gvr.GroupResource().String(), "retryAfter", w.opts.FallbackRetry.String(), "error", err.Error())
+		watchedScopes.WithLabelValues(w.cluster).Set(float64(len(w.informers)))
+		return
+	}
 	w.fallback[s.key.gvr] = fallbackState{until: w.opts.Clock.Now().Add(w.opts.FallbackRetry), err: err}
 	watchFallbacks.WithLabelValues(w.cluster).Inc()
 	w.log.Info("cannot watch this type; reading it with GETs", "scope", s.key.String(), "resource", s.key.gvr.GroupResource().String(),

@@ -285,3 +285,50 @@ func TestRefusedTypeIsWatchedAgain(t *testing.T) {
 		return testutil.ToFloat64(fallbacks) == 2
 	})
 }
+
+// TestNamespacedIdentityWatchesPerNamespace: a type recorded in more namespaces than
+// the threshold goes to one informer for all namespaces; an identity that may list it
+// only in those namespaces (RoleBindings, the usual tenant grant) is refused there, and
+// the type is then watched namespace by namespace, read from the cache, not with a GET
+// per read.
+func TestNamespacedIdentityWatchesPerNamespace(t *testing.T) {
+	nss := []string{namespace(t), namespace(t), namespace(t)}
+	var refs []TargetRef
+	for _, ns := range nss {
+		configMap(t, ns, "a", "1")
+		refs = append(refs, cmRef(ns, "a"))
+	}
+	log := &requestLog{}
+	cfg := log.wrap(namespacedConfig(t, "per-namespace-"+nss[0], "configmaps", nss...))
+	cache := New(Options{Local: cfg, Watch: true, UnsafeReadAsObserver: true, NamespaceThreshold: 2})
+	cluster := localCluster("narrow-" + nss[0])
+	reader, err := cache.GetReader(context.Background(), cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := toolscache.MetaObjectToName(cluster).String()
+	var want []string
+	for _, ns := range nss {
+		want = append(want, "configmaps in "+ns)
+	}
+	slices.Sort(want)
+	eventually(t, "an informer in each namespace, after the one for all namespaces was refused", func() bool {
+		cache.Track("ns/r", cluster, refs) // the same refs each time, as steady passes track them
+		got := cache.Scopes(key)
+		slices.Sort(got)
+		return slices.Equal(got, want)
+	})
+	fallbacks := testutil.ToFloat64(watchFallbacks.WithLabelValues(key))
+	eventually(t, "reads from the synced informers", func() bool {
+		gets := log.count("get")
+		for _, ns := range nss {
+			if obj, err := reader.Get(context.Background(), gvrConfigMaps, ns, "a"); err != nil || obj.GetName() != "a" {
+				return false
+			}
+		}
+		return log.count("get") == gets
+	})
+	if fallbacks != 0 {
+		t.Errorf("fallbacks to GETs = %v, want 0: the type is watched per namespace", fallbacks)
+	}
+}
