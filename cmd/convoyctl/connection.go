@@ -56,11 +56,12 @@ func (c *connection) given(cmd *cobra.Command) bool {
 }
 
 // validate checks the values of the connection flags that client-go would refuse only
-// when a command builds its client: --request-timeout (a duration, or whole seconds).
+// when a command builds its client: --request-timeout (a duration, or a number of
+// seconds; not negative; 0 is none).
 func (c *connection) validate() error {
 	if t := c.flags.Timeout; t != nil && *t != "" {
-		if _, err := clientcmd.ParseTimeout(*t); err != nil {
-			return usageError(fmt.Errorf("invalid --request-timeout %q: a duration (1s, 2m, 3h) or whole seconds", *t))
+		if d, err := clientcmd.ParseTimeout(*t); err != nil || d < 0 {
+			return usageError(fmt.Errorf("invalid --request-timeout %q: a duration (1s, 2m, 3h) or a number of seconds, not negative", *t))
 		}
 	}
 	return nil

@@ -322,6 +322,7 @@ func TestBadRequestTimeout(t *testing.T) {
 		{"release", "status", "--server", "https://127.0.0.1:1", "--request-timeout", "bogus", "-n", "default", "r"},
 		{"release", "wait", "--server", "https://127.0.0.1:1", "--request-timeout", "5 minutes", "-n", "default", "r"},
 		{"health", "eval", "--rules", defaultsFile, "--object", defaultsFile, "--request-timeout", "soon"},
+		{"health", "lint", defaultsFile, "--request-timeout", "-5s"},
 	} {
 		t.Run(strings.Join(args[:2], " "), func(t *testing.T) {
 			t.Parallel()

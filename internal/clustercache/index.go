@@ -24,10 +24,10 @@ type index struct {
 	scopes  map[string]map[schema.GroupVersionResource]map[string]int // cluster → gvr → namespace → refs
 }
 
-// tracked is what one Release reads: each object's key, as in objects (the very string
-// the map holds, when this Release put the object there), and how many of them each
-// resource and namespace has (its part of scopes): about 20 bytes an object, where its
-// TargetRef is 96.
+// tracked is what one Release reads: each object's key (its bytes shared with the key
+// of objects while this Release is the object's last to track it), and how many of them
+// each resource and namespace has (its part of scopes): about 20 bytes an object, where
+// its TargetRef is 96.
 type tracked struct {
 	cluster string
 	keys    []string
@@ -60,15 +60,37 @@ func objectKey(k ObjectKey) string {
 	return string(b)
 }
 
-// trackedOf returns what refs on cluster are, as the index keeps them.
+// trackedOf returns what refs on cluster are, as the index keeps them, in time linear in
+// len(refs) (a Release may record thousands of objects in as many namespaces).
 func trackedOf(cluster string, refs []TargetRef) tracked {
 	t := tracked{cluster: cluster, keys: make([]string, len(refs))}
+	type scope struct {
+		gvr       schema.GroupVersionResource
+		namespace string
+	}
+	var at map[scope]int // the scopes' positions, once there are more than a few
 	for i, r := range refs {
 		t.keys[i] = r.key(cluster)
-		if j := slices.IndexFunc(t.scopes, func(s scopeRefs) bool { return s.gvr == r.GVR && s.namespace == r.Namespace }); j >= 0 {
-			t.scopes[j].refs++
+		j := -1
+		if at != nil {
+			if p, ok := at[scope{r.GVR, r.Namespace}]; ok {
+				j = p
+			}
 		} else {
-			t.scopes = append(t.scopes, scopeRefs{gvr: r.GVR, namespace: r.Namespace, refs: 1})
+			j = slices.IndexFunc(t.scopes, func(s scopeRefs) bool { return s.gvr == r.GVR && s.namespace == r.Namespace })
+		}
+		if j >= 0 {
+			t.scopes[j].refs++
+			continue
+		}
+		t.scopes = append(t.scopes, scopeRefs{gvr: r.GVR, namespace: r.Namespace, refs: 1})
+		if at != nil {
+			at[scope{r.GVR, r.Namespace}] = len(t.scopes) - 1
+		} else if len(t.scopes) > 8 {
+			at = make(map[scope]int, len(refs))
+			for p, s := range t.scopes {
+				at[scope{s.gvr, s.namespace}] = p
+			}
 		}
 	}
 	t.scopes = slices.Clip(t.scopes)
@@ -83,9 +105,15 @@ func (t tracked) equal(o tracked) bool {
 // the clusters whose scopes changed: none when the Release reads what it read (a
 // steady pass changes nothing here).
 func (x *index) set(release, cluster string, refs []TargetRef) []string {
+	return x.setTracked(release, trackedOf(cluster, refs))
+}
+
+// setTracked is set with what the Release reads already made (trackedOf).
+func (x *index) setTracked(release string, t tracked) []string {
 	var changed []string
+	cluster := t.cluster
 	old, had := x.releases[release]
-	if len(refs) == 0 {
+	if len(t.keys) == 0 {
 		if had {
 			x.remove(release, old)
 			delete(x.releases, release)
@@ -93,7 +121,6 @@ func (x *index) set(release, cluster string, refs []TargetRef) []string {
 		}
 		return changed
 	}
-	t := trackedOf(cluster, refs)
 	if had && t.equal(old) {
 		return nil
 	}
@@ -171,9 +198,10 @@ func (c *Cache) Track(release string, cluster *v1alpha1.Cluster, refs []TargetRe
 	} else {
 		refs = nil
 	}
+	t := trackedOf(key, refs) // outside the lock: every pass makes one
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	changed := c.index.set(release, key, refs)
+	changed := c.index.setTracked(release, t)
 	if len(changed) == 0 && key != "" {
 		// What the Release reads did not change; a type read with GETs since its watch
 		// was refused is watched again at the first Track after FallbackRetry.

@@ -63,9 +63,21 @@ func TestIndexFollowsTrack(t *testing.T) {
 // what a recount of every Release's last refs gives: the readers of each object, and
 // each cluster's refs per resource and namespace.
 func TestIndexMatchesItsModel(t *testing.T) {
+	small := []TargetRef{cmRef("ns1", "a"), cmRef("ns1", "b"), cmRef("ns2", "a"),
+		{GVR: schema.GroupVersionResource{Version: "v1", Resource: "secrets"}, Kind: "Secret", Namespace: "ns1", Name: "a"},
+		{GVR: schema.GroupVersionResource{Group: "apps", Version: "v1beta2", Resource: "deployments"}, Kind: "Deployment", Namespace: "ns1", Name: "a"},
+		{GVR: schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, Kind: "Deployment", Namespace: "ns1", Name: "a"}}
+	var large []TargetRef // more scopes than trackedOf scans before it keeps a map
+	for i := range 40 {
+		large = append(large, cmRef(fmt.Sprintf("ns%d", i%20), fmt.Sprintf("o%d", i%3)))
+	}
+	indexMatchesItsModel(t, small, 4)
+	indexMatchesItsModel(t, large, 30)
+}
+
+func indexMatchesItsModel(t *testing.T, pool []TargetRef, most int) {
+	t.Helper()
 	rng := rand.New(rand.NewPCG(1, 2))
-	pool := []TargetRef{cmRef("ns1", "a"), cmRef("ns1", "b"), cmRef("ns2", "a"),
-		{GVR: schema.GroupVersionResource{Version: "v1", Resource: "secrets"}, Kind: "Secret", Namespace: "ns1", Name: "a"}}
 	clusters := []string{"c/one", "c/two"}
 	x := newIndex()
 	model := map[string]string{} // release → its cluster
@@ -74,7 +86,7 @@ func TestIndexMatchesItsModel(t *testing.T) {
 		release := fmt.Sprintf("r%d", rng.IntN(5))
 		var refs []TargetRef
 		if rng.IntN(5) > 0 {
-			for range rng.IntN(4) {
+			for range rng.IntN(most) {
 				refs = append(refs, pool[rng.IntN(len(pool))])
 			}
 		}
@@ -119,5 +131,27 @@ func TestIndexMatchesItsModel(t *testing.T) {
 		if !reflect.DeepEqual(x.scopes, scopes) {
 			t.Fatalf("step %d: scopes = %v, want %v", step, x.scopes, scopes)
 		}
+	}
+}
+
+// BenchmarkSteadyTrack: the Track of a steady pass (the same refs again), for a Release
+// that records 10 objects and one that records 10,000 in as many namespaces; the second
+// must cost about a thousand times the first, not more (trackedOf is linear).
+func BenchmarkSteadyTrack(b *testing.B) {
+	for _, n := range []int{10, 10000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			refs := make([]TargetRef, n)
+			for i := range refs {
+				refs[i] = cmRef(fmt.Sprintf("tenant-%05d", i), "cfg")
+			}
+			c := New(Options{})
+			defer c.Stop()
+			cluster := localCluster("steady")
+			c.Track("ns/r", cluster, refs)
+			b.ReportAllocs()
+			for b.Loop() {
+				c.Track("ns/r", cluster, refs)
+			}
+		})
 	}
 }
