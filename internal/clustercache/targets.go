@@ -298,6 +298,14 @@ func (w *targetWatches) fallBack(s *scopeInformer, err error) {
 		return
 	}
 	w.fallback[s.key.gvr] = fallbackState{until: w.opts.Clock.Now().Add(w.opts.FallbackRetry), err: err}
+	// The type's other informers (its other namespaces) stop with it, now rather than
+	// at the next Track that changes what is read; one refusal is counted once.
+	for k, o := range w.informers {
+		if k.gvr == s.key.gvr {
+			o.cancel()
+			delete(w.informers, k)
+		}
+	}
 	watchFallbacks.WithLabelValues(w.cluster).Inc()
 	w.log.Info("cannot watch this type; reading it with GETs", "scope", s.key.String(), "resource", s.key.gvr.GroupResource().String(),
 		"retryAfter", w.opts.FallbackRetry.String(), "error", err.Error())

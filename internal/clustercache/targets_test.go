@@ -332,3 +332,38 @@ func TestNamespacedIdentityWatchesPerNamespace(t *testing.T) {
 		t.Errorf("fallbacks to GETs = %v, want 0: the type is watched per namespace", fallbacks)
 	}
 }
+
+// TestOneRefusedNamespaceStopsTheType: a type whose list is refused in one of the
+// namespaces it is read in falls back to GETs as a whole: its informers in the other
+// namespaces stop too (at once, not at the next Track that changes what is read), and
+// the fallback is counted once.
+func TestOneRefusedNamespaceStopsTheType(t *testing.T) {
+	nss := []string{namespace(t), namespace(t), namespace(t)}
+	var refs []TargetRef
+	for _, ns := range nss {
+		configMap(t, ns, "a", "1")
+		refs = append(refs, cmRef(ns, "a"))
+	}
+	cfg := namespacedConfig(t, "two-of-three-"+nss[0], "configmaps", nss[:2]...)
+	cache := New(Options{Local: cfg, Watch: true, UnsafeReadAsObserver: true})
+	cluster := localCluster("refused-one-" + nss[0])
+	reader, err := cache.GetReader(context.Background(), cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := toolscache.MetaObjectToName(cluster).String()
+	fallbacks := watchFallbacks.WithLabelValues(key)
+	cache.Track("ns/r", cluster, refs)
+	eventually(t, "the type on GETs, with no informer left", func() bool {
+		cache.Track("ns/r", cluster, refs) // steady passes
+		return testutil.ToFloat64(fallbacks) >= 1 && len(cache.Scopes(key)) == 0
+	})
+	if got := testutil.ToFloat64(fallbacks); got != 1 {
+		t.Errorf("fallbacks = %v, want 1", got)
+	}
+	for _, ns := range nss[:2] {
+		if obj, err := reader.Get(context.Background(), gvrConfigMaps, ns, "a"); err != nil || obj.GetName() != "a" {
+			t.Errorf("read in %s through the fallback: %v, %v", ns, obj, err)
+		}
+	}
+}
