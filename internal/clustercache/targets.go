@@ -61,6 +61,10 @@ type targetWatches struct {
 	// narrow holds the types whose list in all namespaces was forbidden (an identity
 	// allowed in some namespaces only), watched namespace by namespace until then.
 	narrow map[schema.GroupVersionResource]time.Time
+	// unnarrowable holds the types refused in a namespace too while narrowed (the
+	// identity may list them nowhere, or not in every namespace read): never narrowed
+	// again, so each retry costs one refused list, as a plain fallback does.
+	unnarrowable map[schema.GroupVersionResource]bool
 	// resync: a type was narrowed, so the next Track syncs even if nothing it counts
 	// changed (its per-namespace informers start then).
 	resync bool
@@ -80,6 +84,8 @@ func newTargetWatches(ctx context.Context, running *goroutines, cluster string, 
 		fallback:  map[schema.GroupVersionResource]fallbackState{},
 		wide:      map[schema.GroupVersionResource]bool{},
 		narrow:    map[schema.GroupVersionResource]time.Time{},
+
+		unnarrowable: map[schema.GroupVersionResource]bool{},
 	}
 }
 
@@ -135,6 +141,11 @@ func (w *targetWatches) sync(counts map[schema.GroupVersionResource]map[string]i
 			delete(w.narrow, gvr)
 		}
 	}
+	for gvr := range w.unnarrowable {
+		if _, ok := counts[gvr]; !ok {
+			delete(w.unnarrowable, gvr)
+		}
+	}
 	w.resync = false
 	watchedScopes.WithLabelValues(w.cluster).Set(float64(len(w.informers)))
 }
@@ -167,6 +178,12 @@ func (w *targetWatches) desiredLocked(counts map[schema.GroupVersionResource]map
 	want := map[scopeKey]bool{}
 	now := w.opts.Clock.Now()
 	for gvr, nss := range counts {
+		narrowed := false
+		if until, ok := w.narrow[gvr]; ok {
+			if narrowed = now.Before(until); !narrowed {
+				delete(w.narrow, gvr) // try all namespaces again
+			}
+		}
 		if fb, ok := w.fallback[gvr]; ok {
 			if now.Before(fb.until) {
 				continue
@@ -176,12 +193,6 @@ func (w *targetWatches) desiredLocked(counts map[schema.GroupVersionResource]map
 		// Hysteresis: a type goes all-namespaces above the threshold and back to
 		// per-namespace informers only at half of it, so it does not flap.
 		n := len(nss)
-		narrowed := false
-		if until, ok := w.narrow[gvr]; ok {
-			if narrowed = now.Before(until); !narrowed {
-				delete(w.narrow, gvr) // try all namespaces again
-			}
-		}
 		wide := !narrowed && (n > w.opts.NamespaceThreshold || (w.wide[gvr] && n > w.opts.NamespaceThreshold/2))
 		_, clusterScoped := nss[""]
 		if wide || clusterScoped {
@@ -285,7 +296,7 @@ func (w *targetWatches) fallBack(s *scopeInformer, err error) {
 	}
 	s.cancel()
 	delete(w.informers, s.key)
-	if s.key.namespace == "" && w.wide[s.key.gvr] && apierrors.IsForbidden(err) {
+	if s.key.namespace == "" && w.wide[s.key.gvr] && apierrors.IsForbidden(err) && !w.unnarrowable[s.key.gvr] {
 		// Forbidden in all namespaces is not forbidden in each: the identity may read
 		// the namespaces its Releases record (RoleBindings there), so the type is
 		// watched namespace by namespace, not read with GETs.
@@ -296,6 +307,10 @@ func (w *targetWatches) fallBack(s *scopeInformer, err error) {
 			"resource", s.key.gvr.GroupResource().String(), "retryAfter", w.opts.FallbackRetry.String(), "error", err.Error())
 		watchedScopes.WithLabelValues(w.cluster).Set(float64(len(w.informers)))
 		return
+	}
+	if _, narrowed := w.narrow[s.key.gvr]; narrowed {
+		delete(w.narrow, s.key.gvr)
+		w.unnarrowable[s.key.gvr] = true
 	}
 	w.fallback[s.key.gvr] = fallbackState{until: w.opts.Clock.Now().Add(w.opts.FallbackRetry), err: err}
 	// The type's other informers (its other namespaces) stop with it, now rather than

@@ -12,8 +12,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	toolscache "k8s.io/client-go/tools/cache"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
 )
@@ -365,5 +367,57 @@ func TestOneRefusedNamespaceStopsTheType(t *testing.T) {
 		if obj, err := reader.Get(context.Background(), gvrConfigMaps, ns, "a"); err != nil || obj.GetName() != "a" {
 			t.Errorf("read in %s through the fallback: %v, %v", ns, obj, err)
 		}
+	}
+}
+
+// TestListForbiddenEverywhereIsNotNarrowedAgain: an identity that may list a type in
+// no namespace is refused in all namespaces, then in the namespaces it is narrowed to;
+// from then on each retry of the type costs one refused informer start and one
+// fallback, not one per namespace.
+func TestListForbiddenEverywhereIsNotNarrowedAgain(t *testing.T) {
+	nss := []string{namespace(t), namespace(t), namespace(t), namespace(t)}
+	var refs []TargetRef
+	for _, ns := range nss {
+		configMap(t, ns, "a", "1")
+		refs = append(refs, cmRef(ns, "a"))
+	}
+	log := &requestLog{}
+	cfg := log.wrap(getOnlyConfig(t, nss[0], "configmaps"))
+	cache := New(Options{Local: cfg, Watch: true, UnsafeReadAsObserver: true, NamespaceThreshold: 2, FallbackRetry: 300 * time.Millisecond})
+	cluster := localCluster("nolist-" + nss[0])
+	if _, err := cache.GetReader(context.Background(), cluster); err != nil {
+		t.Fatal(err)
+	}
+	fallbacks := watchFallbacks.WithLabelValues(toolscache.MetaObjectToName(cluster).String())
+	requests := func() int { return log.count("list") + log.count("watch") }
+	eventually(t, "a fallback to GETs", func() bool {
+		cache.Track("ns/r", cluster, refs)
+		return testutil.ToFloat64(fallbacks) >= 1
+	})
+	firstFallbacks, firstRequests := testutil.ToFloat64(fallbacks), requests()
+	eventually(t, "two more retries", func() bool {
+		cache.Track("ns/r", cluster, refs) // steady passes
+		return testutil.ToFloat64(fallbacks) >= firstFallbacks+2
+	})
+	// An informer's start is a watch with its initial list and, refused, a list: two
+	// requests a retry, and a retry may be under way when counted.
+	retries, sent := testutil.ToFloat64(fallbacks)-firstFallbacks, requests()-firstRequests
+	if float64(sent) > 2*(retries+1) {
+		t.Errorf("%d refused lists and watches for %v retries; want at most two each", sent, retries)
+	}
+}
+
+// TestExpiredNarrowingBehindFallbackIsDropped: a narrowing that runs out while its type
+// is on GETs is dropped by the sync, which then leaves no retry due: steady Tracks do
+// not sync on every pass until the fallback ends.
+func TestExpiredNarrowingBehindFallbackIsDropped(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	opts := &Options{Clock: clk, FallbackRetry: 5 * time.Minute, NamespaceThreshold: 2}
+	w := newTargetWatches(context.Background(), &goroutines{}, "c", nil, nil, opts, nil)
+	w.narrow[gvrConfigMaps] = clk.Now().Add(-time.Second)
+	w.fallback[gvrConfigMaps] = fallbackState{until: clk.Now().Add(4 * time.Minute)}
+	w.sync(map[schema.GroupVersionResource]map[string]int{gvrConfigMaps: {"a": 1, "b": 1, "c": 1}})
+	if w.retryDue() {
+		t.Error("a retry is due after a sync that changed nothing")
 	}
 }
