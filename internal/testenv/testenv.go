@@ -22,6 +22,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -45,6 +46,16 @@ type Env struct {
 	RepoRoot string
 
 	env *envtest.Environment
+	// users serializes envtest's AddUser: its certificate authority's serial number is
+	// not safe for parallel tests.
+	users sync.Mutex
+}
+
+// addUser is envtest's AddUser, one at a time.
+func (e *Env) addUser(u envtest.User) (*envtest.AuthenticatedUser, error) {
+	e.users.Lock()
+	defer e.users.Unlock()
+	return e.env.AddUser(u, nil)
 }
 
 // NewScheme returns the project's scheme (see internal/scheme).
@@ -196,7 +207,7 @@ func (e *Env) Stop() {
 
 // AdminKubeconfig returns a kubeconfig for a user in system:masters on this API server.
 func (e *Env) AdminKubeconfig() ([]byte, error) {
-	user, err := e.env.AddUser(envtest.User{Name: "convoy-admin", Groups: []string{"system:masters"}}, nil)
+	user, err := e.addUser(envtest.User{Name: "convoy-admin", Groups: []string{"system:masters"}})
 	if err != nil {
 		return nil, fmt.Errorf("adding an admin user: %w", err)
 	}
@@ -206,7 +217,7 @@ func (e *Env) AdminKubeconfig() ([]byte, error) {
 // AddUser returns a config that authenticates as user name in groups (a client
 // certificate), without any permission unless RBAC grants some.
 func (e *Env) AddUser(name string, groups ...string) (*rest.Config, error) {
-	u, err := e.env.AddUser(envtest.User{Name: name, Groups: groups}, nil)
+	u, err := e.addUser(envtest.User{Name: name, Groups: groups})
 	if err != nil {
 		return nil, fmt.Errorf("adding user %s: %w", name, err)
 	}
@@ -228,7 +239,7 @@ func (e *Env) StartAPIServer() error { return e.env.ControlPlane.APIServer.Start
 // (no groups: a user that RBAC alone authorizes), for tests of what a narrower
 // identity may do.
 func (e *Env) UserKubeconfig(name string, groups ...string) ([]byte, error) {
-	user, err := e.env.AddUser(envtest.User{Name: name, Groups: groups}, nil)
+	user, err := e.addUser(envtest.User{Name: name, Groups: groups})
 	if err != nil {
 		return nil, fmt.Errorf("adding user %s: %w", name, err)
 	}
