@@ -150,15 +150,7 @@ func getOnlyConfig(t *testing.T, ns, resource string) *rest.Config {
 	if err := env.Client.Create(ctx, binding); err != nil {
 		t.Fatal(err)
 	}
-	kc, err := env.UserKubeconfig(role.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := clientcmd.RESTConfigFromKubeConfig(kc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg
+	return userConfig(t, role.Name)
 }
 
 // namespacedConfig returns the config of a user who may get, list and watch resource
@@ -179,6 +171,12 @@ func namespacedConfig(t *testing.T, name, resource string, namespaces ...string)
 			t.Fatal(err)
 		}
 	}
+	return userConfig(t, name)
+}
+
+// userConfig returns the config of the user name (a client certificate, no group).
+func userConfig(t *testing.T, name string) *rest.Config {
+	t.Helper()
 	kc, err := env.UserKubeconfig(name)
 	if err != nil {
 		t.Fatal(err)

@@ -294,12 +294,7 @@ func TestRefusedTypeIsWatchedAgain(t *testing.T) {
 // the type is then watched namespace by namespace, read from the cache, not with a GET
 // per read.
 func TestNamespacedIdentityWatchesPerNamespace(t *testing.T) {
-	nss := []string{namespace(t), namespace(t), namespace(t)}
-	var refs []TargetRef
-	for _, ns := range nss {
-		configMap(t, ns, "a", "1")
-		refs = append(refs, cmRef(ns, "a"))
-	}
+	nss, refs := configMapsIn(t, 3)
 	log := &requestLog{}
 	cfg := log.wrap(namespacedConfig(t, "per-namespace-"+nss[0], "configmaps", nss...))
 	cache := New(Options{Local: cfg, Watch: true, UnsafeReadAsObserver: true, NamespaceThreshold: 2})
@@ -340,12 +335,7 @@ func TestNamespacedIdentityWatchesPerNamespace(t *testing.T) {
 // namespaces stop too (at once, not at the next Track that changes what is read), and
 // the fallback is counted once.
 func TestOneRefusedNamespaceStopsTheType(t *testing.T) {
-	nss := []string{namespace(t), namespace(t), namespace(t)}
-	var refs []TargetRef
-	for _, ns := range nss {
-		configMap(t, ns, "a", "1")
-		refs = append(refs, cmRef(ns, "a"))
-	}
+	nss, refs := configMapsIn(t, 3)
 	cfg := namespacedConfig(t, "two-of-three-"+nss[0], "configmaps", nss[:2]...)
 	cache := New(Options{Local: cfg, Watch: true, UnsafeReadAsObserver: true})
 	cluster := localCluster("refused-one-" + nss[0])
@@ -375,12 +365,7 @@ func TestOneRefusedNamespaceStopsTheType(t *testing.T) {
 // from then on each retry of the type costs one refused informer start and one
 // fallback, not one per namespace.
 func TestListForbiddenEverywhereIsNotNarrowedAgain(t *testing.T) {
-	nss := []string{namespace(t), namespace(t), namespace(t), namespace(t)}
-	var refs []TargetRef
-	for _, ns := range nss {
-		configMap(t, ns, "a", "1")
-		refs = append(refs, cmRef(ns, "a"))
-	}
+	nss, refs := configMapsIn(t, 4)
 	log := &requestLog{}
 	cfg := log.wrap(getOnlyConfig(t, nss[0], "configmaps"))
 	cache := New(Options{Local: cfg, Watch: true, UnsafeReadAsObserver: true, NamespaceThreshold: 2, FallbackRetry: 300 * time.Millisecond})
@@ -420,4 +405,16 @@ func TestExpiredNarrowingBehindFallbackIsDropped(t *testing.T) {
 	if w.retryDue() {
 		t.Error("a retry is due after a sync that changed nothing")
 	}
+}
+
+// configMapsIn makes n namespaces, each with the ConfigMap a, and returns them and the
+// refs of their ConfigMaps.
+func configMapsIn(t *testing.T, n int) (nss []string, refs []TargetRef) {
+	t.Helper()
+	for range n {
+		ns := namespace(t)
+		configMap(t, ns, "a", "1")
+		nss, refs = append(nss, ns), append(refs, cmRef(ns, "a"))
+	}
+	return nss, refs
 }
