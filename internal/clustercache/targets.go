@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -124,30 +125,23 @@ func (w *targetWatches) sync(counts map[schema.GroupVersionResource]map[string]i
 			w.log.V(1).Info("started watching", "scope", k.String())
 		}
 	}
-	for gvr := range w.wide {
-		if _, ok := counts[gvr]; !ok {
-			delete(w.wide, gvr)
-		}
-	}
-	// A refused type that nothing records any more is forgotten with it: made-up
-	// resource names in a tenant's inventory must not grow the map for the clients' life.
-	for gvr := range w.fallback {
-		if _, ok := counts[gvr]; !ok {
-			delete(w.fallback, gvr)
-		}
-	}
-	for gvr := range w.narrow {
-		if _, ok := counts[gvr]; !ok {
-			delete(w.narrow, gvr)
-		}
-	}
-	for gvr := range w.unnarrowable {
-		if _, ok := counts[gvr]; !ok {
-			delete(w.unnarrowable, gvr)
-		}
-	}
+	// A type that nothing records any more is forgotten in every map (a refused one
+	// too): made-up resource names in a tenant's inventory must not grow them for the
+	// clients' life.
+	forgetUncounted(w.wide, counts)
+	forgetUncounted(w.fallback, counts)
+	forgetUncounted(w.narrow, counts)
+	forgetUncounted(w.unnarrowable, counts)
 	w.resync = false
 	watchedScopes.WithLabelValues(w.cluster).Set(float64(len(w.informers)))
+}
+
+// forgetUncounted deletes from m every type that counts does not hold.
+func forgetUncounted[V any](m map[schema.GroupVersionResource]V, counts map[schema.GroupVersionResource]map[string]int) {
+	maps.DeleteFunc(m, func(gvr schema.GroupVersionResource, _ V) bool {
+		_, ok := counts[gvr]
+		return !ok
+	})
 }
 
 // retryDue reports whether a sync would start or stop an informer although no count
