@@ -33,8 +33,9 @@ type passResult struct {
 
 // commit is the write half of a pass: it writes res with a committer, one write after
 // the other, each carrying the resourceVersion that the previous one produced, and then
-// settles the owed sync request (owed.go): the sync request when the pass has an edge
-// or owes one, then the removal of a paid record. A cancelled context writes nothing:
+// settles the owed sync request (owed.go): the confirmation of a new record's baseline
+// (its apply again when the API server showed another), the sync request when the pass
+// has an edge or owes one, then the removal of a paid record. A cancelled context writes nothing:
 // what this pass computed from cut-off reads is not the truth.
 //
 // The hooks and the entries are independent: a failed hooks write does not hold back the
@@ -80,19 +81,35 @@ func (h *HealthController) commit(ctx context.Context, rel *v1alpha1.Release, in
 	if hooksErr != nil {
 		return hooksErr
 	}
+	if err := owed.confirm(ctx, c.live, func(ctx context.Context, record string) error {
+		c.record = record
+		if res.a != nil {
+			return c.entries(ctx, res.a)
+		}
+		rv, err := h.writeHookStatus(ctx, c.inv, c.rv, res.hooks, record) // no second Event
+		if err != nil {
+			return h.writeFailed(ctx, "hooks", err)
+		}
+		c.rv = rv
+		return nil
+	}); err != nil {
+		return err
+	}
 	return owed.settle(ctx, rel, inv, res.edges)
 }
 
 // committer writes the result of one pass, one method per write. rv is the
 // resourceVersion precondition of the next inventory write: the one the pass read, then
 // the one each write produced. record is the owed sync record that the inventory applies
-// carry ("" for none).
+// carry ("" for none). live is the Release as the API server answered the condition
+// apply (nil when the pass wrote none).
 type committer struct {
 	h      *HealthController
 	rel    *v1alpha1.Release
 	inv    *v1alpha1.ReleaseInventory
 	rv     string
 	record string
+	live   *v1alpha1.Release
 }
 
 // hooks applies the hooks' status (writeHookStatus) and records the Events of the hooks
@@ -121,9 +138,11 @@ func (c *committer) entries(ctx context.Context, a *assessment) error {
 // condition applies the Healthy condition and healthSummary (writeHealth), then records
 // the Event of its edge from prev, the condition the pass read.
 func (c *committer) condition(ctx context.Context, prev *metav1.Condition, hs healthStatus, a *assessment) error {
-	if err := c.h.writeHealth(ctx, c.rel, hs); err != nil {
+	live, err := c.h.writeHealth(ctx, c.rel, hs)
+	if err != nil {
 		return c.h.writeFailed(ctx, "status", err)
 	}
+	c.live = live
 	c.h.recordHealthEvents(ctx, c.rel, prev, hs, a)
 	return nil
 }

@@ -91,7 +91,8 @@ func TestEventsOnHealthEdges(t *testing.T) {
 	// sees the old condition again: the same edge is not recorded twice.
 	stale := f.getRelease()
 	stale.Status.Conditions[0].Reason, stale.Status.Conditions[0].Message = v1alpha1.ReasonProgressing, "1/2 healthy"
-	must(t, f.h.writeHealth(f.ctx, stale, healthStatus{status: metav1.ConditionFalse, reason: v1alpha1.ReasonProgressing, message: "1/2 healthy"}))
+	_, err := f.h.writeHealth(f.ctx, stale, healthStatus{status: metav1.ConditionFalse, reason: v1alpha1.ReasonProgressing, message: "1/2 healthy"})
+	must(t, err)
 	f.pass()
 	time.Sleep(500 * time.Millisecond)
 	f.expectEvents("Release", f.rel, "Healthy: 2/2 healthy")

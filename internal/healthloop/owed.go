@@ -21,8 +21,9 @@ import (
 // This file holds the whole life of an owed sync request (docs/design.md, "The owed
 // sync record"): a pass with an edge arms it in memory and, when it persists the edge's
 // state, records it in the inventory (openOwed); the pass's applies carry the record
-// (owedSync.carry); after the writes, settle sends the request (wake) and pays the
-// record, or removes an older observer's (removeSyncOwed).
+// (owedSync.carry); after the writes, confirm checks its baseline against the API
+// server, and settle sends the request (wake) and pays the record, or removes an older
+// observer's (removeSyncOwed).
 //
 // The record of an owed sync request (inventory.AnnotationSyncOwed) costs no write of
 // its own: it rides in the apply that persists the edge's state (the hooks or the
@@ -30,16 +31,26 @@ import (
 // together, and every later apply of the observer carries it while the debt is unpaid
 // (Server-Side Apply would remove a field that its only owner stops sending). Its
 // removal costs no write either: the record holds the Release's sync annotation
-// (v1alpha1.SyncRequestedAtAnnotation, which the /sync endpoint sets, docs/design.md, "Objects and owners") as
-// the API server had it just before the state was written, so any later sync request
-// shows as a different annotation and the debt reads as paid, in this process or the
-// next one. A paid record stays until the next apply of its field manager drops it.
-// An observer killed between the state write and the request finds an unpaid record
-// and pays it (at least once); a steady Release, whose annotation has moved past the
-// record, sends nothing. One window remains: a sync request that another client sends
-// between that read and the state write (milliseconds) reads as the payment although it
-// came before the state; it did wake the controller-manager, and a change of an entry's
-// state wakes it anyway (docs/design.md, "Wake the controller").
+// (v1alpha1.SyncRequestedAtAnnotation, which the /sync endpoint sets, docs/design.md,
+// "Objects and owners") as the Release showed it when the state was written, so any
+// later sync request shows as a different annotation and the debt reads as paid, in
+// this process or the next one. A paid record stays until the next apply of its field
+// manager drops it. An observer killed between the state write and the request finds an
+// unpaid record and pays it (at least once); a steady Release, whose annotation has
+// moved past the record, sends nothing.
+//
+// The baseline costs no read of its own either: it is the cached Release's annotation,
+// confirmed after the writes (confirm) by the Release as the API server shows it then,
+// which the pass's condition apply answers with (one GET when the pass wrote no
+// condition). A cache that lagged behind a sync request served a moment before shows
+// an older annotation; the confirmation sees the difference and re-applies the record
+// with the annotation read after the write, before the request is sent. A baseline read
+// after the write may hold a request served after it too: that one then reads as
+// unpaid and is sent again (at least once), never as a payment it was not. Until the
+// confirmation (the milliseconds between the state write and the condition apply) the
+// record holds the cache's baseline; the request that a lag hid did wake the
+// controller-manager, and a change of an entry's state wakes it anyway (docs/design.md,
+// "Wake the controller").
 //
 // A record without that baseline (written by an older observer) reads as unpaid; once
 // paid, one JSON patch under the field manager convoy-sync-owed removes it, only if it
@@ -53,6 +64,10 @@ type owedState struct {
 	paid bool
 	// settled: nothing is left to remove (a record with a baseline, or one removed).
 	settled bool
+	// unconfirmed: this process wrote the record with the cached Release's sync
+	// annotation as its baseline, and has not yet seen the API server show the same
+	// annotation after that write (confirm).
+	unconfirmed bool
 }
 
 // owedBaseline separates the two parts of a record: "<recorded at> syncRequestedAt=<the
@@ -69,14 +84,17 @@ func (pi passInventory) syncOwedValue() string {
 }
 
 // newOwedValue returns the value of a new record for rel: the time, and rel's sync
-// annotation read from the API server (not the cache, which may not show a request
-// that was served a moment ago yet).
-func (h *HealthController) newOwedValue(ctx context.Context, rel *v1alpha1.Release) (string, error) {
-	live, err := h.liveRelease(ctx, rel)
-	if err != nil {
-		return "", fmt.Errorf("reading the sync annotation of the Release before recording an owed sync request: %w", err)
-	}
-	return h.Clock.Now().UTC().Format(time.RFC3339Nano) + owedBaseline + baselineOf(live), nil
+// annotation as the cache shows it (confirm checks it against the API server after the
+// write).
+func (h *HealthController) newOwedValue(rel *v1alpha1.Release) string {
+	return h.Clock.Now().UTC().Format(time.RFC3339Nano) + owedBaseline + baselineOf(rel)
+}
+
+// rebased returns the record value with the baseline of live instead of its own, and
+// the same time.
+func rebased(value string, live *v1alpha1.Release) string {
+	at, _, _ := strings.Cut(value, owedBaseline)
+	return at + owedBaseline + baselineOf(live)
 }
 
 // liveRelease reads rel from the API server (LiveReader; the cache when there is none).
@@ -226,18 +244,20 @@ func (h *HealthController) setOwed(key string, st owedState) {
 
 // owedSync is one pass's part in the life of the owed sync request of its Release:
 // openOwed arms the request and decides the record that the pass's applies carry,
-// carry says what it is, and settle sends the request and pays (and, for an older
-// observer's record, removes) the record after the writes.
+// carry says what it is, confirm checks a new record's baseline after the writes, and
+// settle sends the request and pays (and, for an older observer's record, removes) the
+// record.
 type owedSync struct {
-	h   *HealthController
-	key string
-	st  owedState
+	h        *HealthController
+	key      string
+	ns, name string
+	st       owedState
 }
 
 // openOwed starts the owed sync request of one pass, before it writes: the request is
 // sent (settle) when the pass has an edge or carries an unpaid record. The record that
-// the applies carry is the unpaid one, or a new one when the pass
-// persists the state of an edge: a completed wave or an advanced render always changes
+// the applies carry is the unpaid one, or a new one (from the cache, confirmed after the
+// writes) when the pass persists the state of an edge: a completed wave or an advanced render always changes
 // entries; a finished hook changes the hooks unless it is a re-poll in its arming second
 // that found the same outcome. Without a Waker there is nobody to owe. A record this
 // process has paid already (its removal failed, or the cache has not seen the removal
@@ -248,21 +268,54 @@ func (h *HealthController) openOwed(ctx context.Context, rel *v1alpha1.Release, 
 	if err != nil {
 		return nil, err
 	}
-	o := &owedSync{h: h, key: key, st: st}
+	o := &owedSync{h: h, key: key, ns: rel.Namespace, name: rel.Name, st: st}
 	e := res.edges
 	if o.carry() != "" {
 		return o, nil
 	}
 	persists := e.waveCompleted || e.renderAdvanced || (e.hooksFinished > 0 && res.hooks.status != nil)
 	if persists && inv.inv != nil && h.Waker != nil {
-		value, err := h.newOwedValue(ctx, rel)
-		if err != nil {
-			return nil, err
-		}
-		o.st = owedState{value: value}
+		o.st = owedState{value: h.newOwedValue(rel), unconfirmed: true}
 		h.setOwed(key, o.st)
 	}
 	return o, nil
+}
+
+// confirm checks the baseline of a record that this pass wrote from the cache (after
+// the pass's writes landed, before the request is sent): live is the Release as the
+// API server answered the pass's condition apply, nil when the pass wrote no condition
+// (then one GET reads it). The same annotation confirms the record. A different one is a
+// sync request that the cache did not show yet, served before the write or after it:
+// the record is applied again (rewrite, the apply that carried it) with the annotation
+// read after the write as its baseline, so that request can never read as the payment
+// of this debt. A Release gone meanwhile needs nothing: settle finds nobody to wake.
+func (o *owedSync) confirm(ctx context.Context, live *v1alpha1.Release, rewrite func(ctx context.Context, record string) error) error {
+	h, st := o.h, o.st
+	if !st.unconfirmed || st.paid {
+		return nil
+	}
+	if live == nil {
+		var err error
+		if live, err = h.liveRelease(ctx, &v1alpha1.Release{ObjectMeta: metav1.ObjectMeta{Namespace: o.ns, Name: o.name}}); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			return fmt.Errorf("reading the sync annotation of the Release to confirm the owed sync record: %w", err)
+		}
+	}
+	if changed, _ := paidSince(live, st.value); changed {
+		value := rebased(st.value, live)
+		h.logFrom(ctx).V(1).Info("the cache lagged behind a sync request: the owed sync record is written again with the annotation the API server shows",
+			"record", st.value, "rebased", value)
+		if err := rewrite(ctx, value); err != nil {
+			return err
+		}
+		st.value = value
+	}
+	st.unconfirmed = false
+	o.st = st
+	h.setOwed(o.key, st)
+	return nil
 }
 
 // carry is the record that the pass's inventory applies carry: the unpaid one, "" for

@@ -357,3 +357,73 @@ func TestForgedOwedRecords(t *testing.T) {
 		})
 	}
 }
+
+// TestOwedRecordBaselineCostsNoRead: a pass that persists an edge and writes the
+// Healthy condition takes the record's baseline from its cached Release and confirms
+// it with the condition apply's answer: no GET of the Release. The baseline is the sync
+// annotation as it was before the pass's own request.
+func TestOwedRecordBaselineCostsNoRead(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.edge("entries")
+	before := t0.Add(-time.Hour).Format(time.RFC3339Nano) // an earlier request's
+	f.syncAnnotation(before)
+	gets := &countingReader{Reader: env.Client}
+	f.h.LiveReader = gets
+	f.unpaidPass()
+	if _, baseline, _ := strings.Cut(f.getInventory().Annotations[inventory.AnnotationSyncOwed], owedBaseline); baseline != before {
+		t.Fatalf("the record's baseline = %q, want the annotation before the pass, %q", baseline, before)
+	}
+	f.pass()
+	f.configMap("a", "false")
+	f.pass()
+	f.configMap("a", "true") // a second edge, after a request of this process's own
+	f.pass()
+	if n := f.api.syncs.Load(); n != 2 {
+		t.Fatalf("sync requests = %d, want 2", n)
+	}
+	if n := gets.n.Load(); n != 0 {
+		t.Errorf("live reads of the Release = %d, want 0 (the condition apply answers with it)", n)
+	}
+}
+
+// TestOwedRecordConfirmedAfterAHookEdge: a finished hook whose pass writes no condition
+// confirms the cached baseline with one GET after the write. A cache that lagged behind
+// another client's sync request recorded an older annotation; the record is applied
+// again (by the hooks apply that carried it) with the annotation read after the write,
+// so a process killed before its own request does not take that earlier request for the
+// payment.
+func TestOwedRecordConfirmedAfterAHookEdge(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.release(nil, 0)
+	f.pass() // NotConfigured: the condition is written now, not with the hook's edge
+	stale := f.getRelease()
+	served := t0.Add(-time.Minute).Format(time.RFC3339Nano) // another client's request
+	f.syncAnnotation(served)
+	f.preHook(t0.Add(-time.Minute), complete("done")...)
+	gets := &countingReader{Reader: env.Client}
+	f.h.Reader = staleReader{Reader: env.Client, stale: stale}
+	f.h.LiveReader = gets
+	f.unpaidPass()
+	if n := gets.n.Load(); n != 1 {
+		t.Errorf("live reads of the Release = %d, want 1 (the confirmation)", n)
+	}
+	if _, baseline, _ := strings.Cut(f.getInventory().Annotations[inventory.AnnotationSyncOwed], owedBaseline); baseline != served {
+		t.Fatalf("the record's baseline = %q, want the annotation after the write, %q", baseline, served)
+	}
+	f.h = f.newController() // the process died before its request
+	f.pass()
+	if n := f.api.syncs.Load(); n != 1 {
+		t.Fatalf("sync requests after the restart = %d, want 1 (the earlier request read as the payment)", n)
+	}
+}
+
+// syncAnnotation sets the Release's sync annotation as the /sync endpoint would.
+func (f *fixture) syncAnnotation(value string) {
+	f.t.Helper()
+	rel := f.getRelease()
+	patch := client.MergeFrom(rel.DeepCopy())
+	rel.Annotations = map[string]string{v1alpha1.SyncRequestedAtAnnotation: value}
+	must(f.t, env.Client.Patch(f.ctx, rel, patch))
+}

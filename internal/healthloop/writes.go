@@ -83,16 +83,20 @@ func (h *HealthController) writeInventoryHealth(ctx context.Context, a *assessme
 	// The cache may not show this process's last entries apply yet: skip only when that
 	// apply sent the same list. Else the apply goes out with the cache's resourceVersion,
 	// which fails as a conflict when the cache lags, and the retry reads a fresher one.
+	// An owed sync record that this process's entries applies have not carried yet (a
+	// record confirm wrote again with a new baseline) is written even over unchanged
+	// entries; dropping a paid one is worth no write of its own.
 	key := keyOf(a.inv)
 	sum := entriesSum(list)
-	if last := h.recall(key); unchanged && (!last.entriesWritten || last.entriesSum == sum) {
+	if last := h.recall(key); unchanged && (!last.entriesWritten || last.entriesSum == sum) &&
+		(record == "" || record == last.entriesRecord) {
 		return rv, nil
 	}
 	ac := inventoryApply(a.inv, rv, record).WithEntries(list...)
 	if err := h.Writer.Apply(ctx, ac, client.FieldOwner(inventory.FieldManagerInventory), client.ForceOwnership); err != nil {
 		return rv, fmt.Errorf("applying the health of %d inventory entries: %w", len(list), asRefused("entries", len(list), ac, err))
 	}
-	h.remember(key, func(m *releaseMemory) { m.entriesSum, m.entriesWritten = sum, true })
+	h.remember(key, func(m *releaseMemory) { m.entriesSum, m.entriesWritten, m.entriesRecord = sum, true, record })
 	return ptr.Deref(ac.ResourceVersion, rv), nil
 }
 
@@ -206,9 +210,11 @@ func (a *assessment) healthStatus(rel *v1alpha1.Release) healthStatus {
 
 // writeHealth applies the Healthy condition and healthSummary to rel's status under the
 // field manager convoy-health, with force: the observer is their only owner, and an earlier
-// Update under the same name would otherwise conflict. It skips the write when nothing changed; lastTransitionTime moves only when the
-// status does.
-func (h *HealthController) writeHealth(ctx context.Context, rel *v1alpha1.Release, hs healthStatus) error {
+// Update under the same name would otherwise conflict. It skips the write when nothing
+// changed; lastTransitionTime moves only when the status does. live is the Release's
+// metadata as the API server answered the apply (its annotations: the owed sync record's
+// confirmation, owed.go), nil when nothing was written.
+func (h *HealthController) writeHealth(ctx context.Context, rel *v1alpha1.Release, hs healthStatus) (live *v1alpha1.Release, err error) {
 	recordSummary(rel.Namespace, rel.Name, hs.summary)
 	key := keyOf(rel)
 	same := func(c *metav1.Condition, summary *v1alpha1.HealthSummary) bool {
@@ -221,7 +227,7 @@ func (h *HealthController) writeHealth(ctx context.Context, rel *v1alpha1.Releas
 	prev := meta.FindStatusCondition(rel.Status.Conditions, v1alpha1.ConditionHealthy)
 	last := h.recall(key).written
 	if same(prev, rel.Status.HealthSummary) && (last == nil || same(&last.cond, last.summary)) {
-		return nil
+		return nil, nil
 	}
 	if last != nil {
 		prev = &last.cond
@@ -240,14 +246,18 @@ func (h *HealthController) writeHealth(ctx context.Context, rel *v1alpha1.Releas
 	}
 	ac := acv1alpha1.Release(rel.Name, rel.Namespace).WithStatus(status)
 	if err := h.Writer.Status().Apply(ctx, ac, client.FieldOwner(inventory.FieldManagerHealth), client.ForceOwnership); err != nil {
-		return fmt.Errorf("applying the Healthy condition (%s/%s): %w", hs.status, hs.reason, err)
+		return nil, fmt.Errorf("applying the Healthy condition (%s/%s): %w", hs.status, hs.reason, err)
 	}
 	written := &writtenHealth{cond: metav1.Condition{Type: v1alpha1.ConditionHealthy, Status: hs.status,
 		Reason: hs.reason, Message: truncateCondition(hs.message), ObservedGeneration: rel.Generation,
 		LastTransitionTime: transition}, summary: hs.summary.DeepCopy()}
 	h.remember(key, func(m *releaseMemory) { m.written = written })
 	h.logFrom(ctx).Info("health written", "status", hs.status, "reason", hs.reason, "message", hs.message)
-	return nil
+	live = &v1alpha1.Release{}
+	if ac.ObjectMetaApplyConfiguration != nil {
+		live.Annotations = ac.Annotations
+	}
+	return live, nil
 }
 
 // writtenHealth is the Healthy condition and healthSummary that this process last
