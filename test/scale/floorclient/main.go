@@ -5,8 +5,9 @@
 // sets); for each Release it judges every recorded
 // Deployment with hand-written Go (the convoy-defaults rule: observed generation,
 // updated and available replicas), then makes the spec's writes only: one Server-Side
-// Apply of the entries' states, one POST of the sync request when every entry is
-// Healthy, one Server-Side Apply of the Healthy condition. No rules, no fairness, no
+// Apply of the entries' states and messages (the rule's message, in Go), one POST of the
+// sync request when every entry is Healthy, one Server-Side Apply of the Healthy
+// condition and healthSummary. No rules, no fairness, no
 // owed-request record, no Events, no metrics: the observer's converge over this one's is
 // what the observer's own work costs.
 //
@@ -151,14 +152,17 @@ func (f *floor) pass(ctx context.Context, key types.NamespacedName) error {
 	healthy := 0
 	list := make([]*acv1alpha1.InventoryEntryApplyConfiguration, 0, len(inv.Entries))
 	for _, e := range inv.Entries {
-		state := v1alpha1.StateProgressing
+		state, message := v1alpha1.StateProgressing, "not found"
 		d := &appsv1.Deployment{}
-		if err := f.cache.Get(ctx, client.ObjectKey{Namespace: e.Namespace, Name: e.Name}, d); err == nil && deploymentHealthy(d) {
-			state = v1alpha1.StateHealthy
-			healthy++
+		if err := f.cache.Get(ctx, client.ObjectKey{Namespace: e.Namespace, Name: e.Name}, d); err == nil {
+			message = deploymentMessage(d)
+			if deploymentHealthy(d) {
+				state = v1alpha1.StateHealthy
+				healthy++
+			}
 		}
 		list = append(list, acv1alpha1.InventoryEntry().WithGroup(e.Group).WithKind(e.Kind).
-			WithNamespace(e.Namespace).WithName(e.Name).WithState(state).WithAssessedRenderRef(e.RenderRef))
+			WithNamespace(e.Namespace).WithName(e.Name).WithState(state).WithMessage(message).WithAssessedRenderRef(e.RenderRef))
 	}
 	ac := acv1alpha1.ReleaseInventory(inv.Name, inv.Namespace).WithUID(inv.UID).WithEntries(list...)
 	if err := f.client.Apply(ctx, ac, client.FieldOwner(inventory.FieldManagerInventory), client.ForceOwnership); err != nil {
@@ -174,7 +178,9 @@ func (f *floor) pass(ctx context.Context, key types.NamespacedName) error {
 	cond := metav1ac.Condition().WithType(v1alpha1.ConditionHealthy).WithStatus(status).WithReason(reason).
 		WithMessage(fmt.Sprintf("%d/%d healthy", healthy, len(inv.Entries))).
 		WithObservedGeneration(rel.Generation).WithLastTransitionTime(metav1.NewTime(time.Now().UTC().Truncate(time.Second)))
-	st := acv1alpha1.Release(rel.Name, rel.Namespace).WithStatus(acv1alpha1.ReleaseStatus().WithConditions(cond))
+	summary := acv1alpha1.HealthSummary().WithTotal(int32(len(inv.Entries))).WithHealthy(int32(healthy)).
+		WithProgressing(int32(len(inv.Entries) - healthy)).WithDegraded(0).WithUnknown(0)
+	st := acv1alpha1.Release(rel.Name, rel.Namespace).WithStatus(acv1alpha1.ReleaseStatus().WithConditions(cond).WithHealthSummary(summary))
 	return f.client.Status().Apply(ctx, st, client.FieldOwner(inventory.FieldManagerHealth), client.ForceOwnership)
 }
 
@@ -185,6 +191,15 @@ func deploymentHealthy(d *appsv1.Deployment) bool {
 		want = *d.Spec.Replicas
 	}
 	return d.Status.ObservedGeneration >= d.Generation && d.Status.UpdatedReplicas == want && d.Status.AvailableReplicas == want
+}
+
+// deploymentMessage is convoy-defaults' Deployment message in Go.
+func deploymentMessage(d *appsv1.Deployment) string {
+	want := int32(1)
+	if d.Spec.Replicas != nil {
+		want = *d.Spec.Replicas
+	}
+	return fmt.Sprintf("%d/%d available, %d updated", d.Status.AvailableReplicas, want, d.Status.UpdatedReplicas)
 }
 
 // sync POSTs the Release's sync request.
