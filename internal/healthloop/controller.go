@@ -53,7 +53,8 @@ type HealthController struct {
 	// cache in production.
 	Reader client.Reader
 	// LiveReader reads from the API server (a client without a cache): the Release's
-	// sync annotation when a pass records an owed sync request. nil uses Reader.
+	// sync annotation to confirm a new owed sync record when the pass wrote no
+	// condition, or to tell whether another process's record was paid. nil uses Reader.
 	LiveReader client.Reader
 	// Writer applies the observer's fields with Server-Side Apply.
 	Writer client.Client

@@ -117,7 +117,7 @@ func New(ctx context.Context, cfg *rest.Config, o *Options) (manager.Manager, er
 	if err != nil {
 		return nil, fmt.Errorf("creating the Secret client: %w", err)
 	}
-	// The loop's writes and live reads (the Release before a write, kubeconfig Secrets)
+	// The loop's writes and live reads (the Release whose owed sync record a pass confirms, kubeconfig Secrets)
 	// go straight to the API server through a client whose every request is bounded, so
 	// a hung connection fails one pass (retried) instead of holding its worker forever;
 	// the manager's watches are not bounded by it.
