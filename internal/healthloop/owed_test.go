@@ -195,10 +195,22 @@ func (f *fixture) unpaidPass() {
 // setOwedRecord sets the inventory's record of an owed sync request as another writer.
 func (f *fixture) setOwedRecord(value string) {
 	f.t.Helper()
-	inv := f.getInventory()
-	patch := client.MergeFrom(inv.DeepCopy())
-	inv.Annotations = map[string]string{inventory.AnnotationSyncOwed: value}
-	must(f.t, env.Client.Patch(f.ctx, inv, patch))
+	f.setAnnotation(f.getInventory(), inventory.AnnotationSyncOwed, value)
+}
+
+// syncAnnotation sets the Release's sync annotation as the /sync endpoint would.
+func (f *fixture) syncAnnotation(value string) {
+	f.t.Helper()
+	f.setAnnotation(f.getRelease(), v1alpha1.SyncRequestedAtAnnotation, value)
+}
+
+// setAnnotation replaces obj's annotations with key: value, as another writer would
+// (a merge patch).
+func (f *fixture) setAnnotation(obj client.Object, key, value string) {
+	f.t.Helper()
+	patch := client.MergeFrom(obj.DeepCopyObject().(client.Object))
+	obj.SetAnnotations(map[string]string{key: value})
+	must(f.t, env.Client.Patch(f.ctx, obj, patch))
 }
 
 // TestUnpaidRecordSurvivesLaterApplies: the record is owned by the field
@@ -310,10 +322,7 @@ func TestOwedRecordOfAHugeSyncAnnotation(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	f.edge("entries")
-	rel := f.getRelease()
-	patch := client.MergeFrom(rel.DeepCopy())
-	rel.Annotations = map[string]string{v1alpha1.SyncRequestedAtAnnotation: strings.Repeat("x", 256<<10-len(v1alpha1.SyncRequestedAtAnnotation)-10)}
-	must(t, env.Client.Patch(f.ctx, rel, patch))
+	f.syncAnnotation(strings.Repeat("x", 256<<10-len(v1alpha1.SyncRequestedAtAnnotation)-10))
 	f.pass()
 	if n := f.api.syncs.Load(); n != 1 {
 		t.Fatalf("sync requests = %d, want 1", n)
@@ -417,13 +426,4 @@ func TestOwedRecordConfirmedAfterAHookEdge(t *testing.T) {
 	if n := f.api.syncs.Load(); n != 1 {
 		t.Fatalf("sync requests after the restart = %d, want 1 (the earlier request read as the payment)", n)
 	}
-}
-
-// syncAnnotation sets the Release's sync annotation as the /sync endpoint would.
-func (f *fixture) syncAnnotation(value string) {
-	f.t.Helper()
-	rel := f.getRelease()
-	patch := client.MergeFrom(rel.DeepCopy())
-	rel.Annotations = map[string]string{v1alpha1.SyncRequestedAtAnnotation: value}
-	must(f.t, env.Client.Patch(f.ctx, rel, patch))
 }
