@@ -50,8 +50,24 @@ func (h *HealthController) commit(ctx context.Context, rel *v1alpha1.Release, in
 	if err != nil {
 		return h.writeFailed(ctx, "sync-owed", err) // a Release deleted meanwhile: quiet
 	}
-	c := &committer{h: h, rel: rel, inv: inv.inv, rv: inv.resourceVersion(), record: owed.carry()}
-	prev := priorCondition(rel)
+	c := &committer{h: h, rel: rel, inv: inv.inv, rv: inv.resourceVersion(), owed: owed}
+	settle, err := c.write(ctx, res)
+	// A new record's baseline is confirmed once the record landed, whatever came after
+	// it: a pass that failed later must not leave the cache's baseline unchecked until
+	// its retry.
+	if cerr := owed.confirm(ctx, c.live, inv.inv); cerr != nil {
+		return failedWrites(err, cerr)
+	}
+	if err != nil || !settle {
+		return err
+	}
+	return owed.settle(ctx, rel, inv, res.edges)
+}
+
+// write makes the writes of res, in order; settle is false when the sync request must
+// wait (a write refused as too large, said in the condition instead).
+func (c *committer) write(ctx context.Context, res passResult) (settle bool, err error) {
+	prev := priorCondition(c.rel)
 	hooksErr := c.hooks(ctx, res.hooks)
 	// A write refused as too large is said in the condition instead, once, and not
 	// retried (toolarge.go); a deletion pass writes no condition, so it retries.
@@ -63,7 +79,7 @@ func (h *HealthController) commit(ctx context.Context, rel *v1alpha1.Release, in
 		if err := c.entries(ctx, res.a); err != nil {
 			var r *refusedWrite
 			if res.hs == nil || !errors.As(err, &r) {
-				return failedWrites(hooksErr, err)
+				return false, failedWrites(hooksErr, err)
 			}
 			if refused == nil {
 				refused = r
@@ -71,55 +87,39 @@ func (h *HealthController) commit(ctx context.Context, rel *v1alpha1.Release, in
 		}
 	}
 	if refused != nil {
-		return failedWrites(hooksErr, c.refused(ctx, prev, refused))
+		return false, failedWrites(hooksErr, c.refused(ctx, prev, refused))
 	}
 	if res.hs != nil {
 		if err := c.condition(ctx, prev, *res.hs, res.a); err != nil {
-			return failedWrites(hooksErr, err)
+			return false, failedWrites(hooksErr, err)
 		}
 	}
-	if hooksErr != nil {
-		return hooksErr
-	}
-	if err := owed.confirm(ctx, c.live, func(ctx context.Context, record string) error {
-		c.record = record
-		if res.a != nil {
-			return c.entries(ctx, res.a)
-		}
-		rv, err := h.writeHookStatus(ctx, c.inv, c.rv, res.hooks, record) // no second Event
-		if err != nil {
-			return h.writeFailed(ctx, "hooks", err)
-		}
-		c.rv = rv
-		return nil
-	}); err != nil {
-		return err
-	}
-	return owed.settle(ctx, rel, inv, res.edges)
+	return hooksErr == nil, hooksErr
 }
 
 // committer writes the result of one pass, one method per write. rv is the
 // resourceVersion precondition of the next inventory write: the one the pass read, then
-// the one each write produced. record is the owed sync record that the inventory applies
-// carry ("" for none). live is the Release as the API server answered the condition
-// apply (nil when the pass wrote none).
+// the one each write produced. owed is the pass's owed sync request, whose record
+// (carry) the inventory applies carry; each apply that lands with it says so (landed).
+// live is the Release as the API server answered the condition apply (nil when the pass
+// wrote none).
 type committer struct {
-	h      *HealthController
-	rel    *v1alpha1.Release
-	inv    *v1alpha1.ReleaseInventory
-	rv     string
-	record string
-	live   *v1alpha1.Release
+	h    *HealthController
+	rel  *v1alpha1.Release
+	inv  *v1alpha1.ReleaseInventory
+	rv   string
+	owed *owedSync
+	live *v1alpha1.Release
 }
 
 // hooks applies the hooks' status (writeHookStatus) and records the Events of the hooks
 // that finished; a failed write is returned for the queue and records none.
 func (c *committer) hooks(ctx context.Context, out hookOutcome) error {
-	rv, err := c.h.writeHookStatus(ctx, c.inv, c.rv, out, c.record)
+	rv, err := c.h.writeHookStatus(ctx, c.inv, c.rv, out, c.owed.carry())
 	if err != nil {
 		return c.h.writeFailed(ctx, "hooks", err)
 	}
-	c.rv = rv
+	c.landed(rv)
 	c.h.recordHookEvents(c.rel, out)
 	return nil
 }
@@ -127,12 +127,21 @@ func (c *committer) hooks(ctx context.Context, out hookOutcome) error {
 // entries applies the entries' health (writeInventoryHealth). A write refused as too
 // large is a *refusedWrite, which commit says in the Healthy condition.
 func (c *committer) entries(ctx context.Context, a *assessment) error {
-	rv, err := c.h.writeInventoryHealth(ctx, a, c.rv, c.record)
+	rv, err := c.h.writeInventoryHealth(ctx, a, c.rv, c.owed.carry())
 	if err != nil {
 		return c.h.writeFailed(ctx, "entries", err)
 	}
-	c.rv = rv
+	c.landed(rv)
 	return nil
+}
+
+// landed takes the resourceVersion rv of an inventory write: a new one means the apply
+// went out, carrying the owed sync record if there is one.
+func (c *committer) landed(rv string) {
+	if rv != c.rv {
+		c.owed.landed()
+	}
+	c.rv = rv
 }
 
 // condition applies the Healthy condition and healthSummary (writeHealth), then records

@@ -21,11 +21,9 @@ type releaseMemory struct {
 	// lagging cache may not show yet; nil before the first.
 	written *writtenHealth
 	// entriesSum is a digest of the entries this process last applied
-	// (writeInventoryHealth), and entriesRecord the owed sync record that apply
-	// carried; valid when entriesWritten.
+	// (writeInventoryHealth); valid when entriesWritten.
 	entriesSum     uint64
 	entriesWritten bool
-	entriesRecord  string
 	// eventKind is the conditionKind of the last edge that got an Event (events.go): a
 	// pass that reads the Release from a cache that has not caught up with this loop's
 	// own condition write sees the old condition again, and must not record the same

@@ -40,17 +40,18 @@ import (
 // moved past the record, sends nothing.
 //
 // The baseline costs no read of its own either: it is the cached Release's annotation,
-// confirmed after the writes (confirm) by the Release as the API server shows it then,
-// which the pass's condition apply answers with (one GET when the pass wrote no
-// condition). A cache that lagged behind a sync request served a moment before shows
-// an older annotation; the confirmation sees the difference and re-applies the record
-// with the annotation read after the write, before the request is sent. A baseline read
-// after the write may hold a request served after it too: that one then reads as
-// unpaid and is sent again (at least once), never as a payment it was not. Until the
-// confirmation (the milliseconds between the state write and the condition apply) the
-// record holds the cache's baseline; the request that a lag hid did wake the
-// controller-manager, and a change of an entry's state wakes it anyway (docs/design.md,
-// "Wake the controller").
+// confirmed once the record landed (confirm, after the pass's writes, also when one of
+// them failed) by the Release as the API server shows it then, which the pass's
+// condition apply answers with (one GET when the pass wrote no condition). A cache that
+// lagged behind a sync request served a moment before shows an older annotation; the
+// confirmation sees the difference and replaces the record's value with one whose
+// baseline is the annotation read after the write (one JSON patch), before the request
+// is sent. A baseline read after the write may hold a request served after it too: that
+// one then reads as unpaid and is sent again (at least once), never as a payment it was
+// not. Until the confirmation (the milliseconds between the record's apply and the
+// condition apply) the record holds the cache's baseline; the request that a lag hid did
+// wake the controller-manager, and a change of an entry's state wakes it anyway
+// (docs/design.md, "Wake the controller").
 //
 // A record without that baseline (written by an older observer) reads as unpaid; once
 // paid, one JSON patch under the field manager convoy-sync-owed removes it, only if it
@@ -64,10 +65,15 @@ type owedState struct {
 	paid bool
 	// settled: nothing is left to remove (a record with a baseline, or one removed).
 	settled bool
-	// unconfirmed: this process wrote the record with the cached Release's sync
-	// annotation as its baseline, and has not yet seen the API server show the same
-	// annotation after that write (confirm).
+	// unconfirmed: this process made the record with the cached Release's sync
+	// annotation as its baseline, and has not yet read the Release from the API server
+	// after the record landed (confirm).
 	unconfirmed bool
+	// landed: an inventory apply of this process carried the record and went out.
+	landed bool
+	// previous is the value that confirm replaced with value: the inventory cache may
+	// show it a while longer, and it is this process's own record, not another's.
+	previous string
 }
 
 // owedBaseline separates the two parts of a record: "<recorded at> syncRequestedAt=<the
@@ -146,18 +152,7 @@ func paidSince(rel *v1alpha1.Release, value string) (paid, ok bool) {
 // apply that dropped this one) fails the test: nothing is left to remove, and that is
 // success.
 func (h *HealthController) removeSyncOwed(ctx context.Context, inv *v1alpha1.ReleaseInventory, value string) error {
-	path := "/metadata/annotations/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(inventory.AnnotationSyncOwed)
-	ops := []map[string]any{
-		{"op": "test", "path": "/metadata/uid", "value": string(inv.UID)},
-		{"op": "test", "path": path, "value": value},
-		{"op": "remove", "path": path},
-	}
-	data, err := json.Marshal(ops)
-	if err != nil {
-		return err
-	}
-	target := &v1alpha1.ReleaseInventory{ObjectMeta: metav1.ObjectMeta{Namespace: inv.Namespace, Name: inv.Name}}
-	err = h.Writer.Patch(ctx, target, client.RawPatch(types.JSONPatchType, data), client.FieldOwner(inventory.FieldManagerSyncOwed))
+	err := h.patchSyncOwed(ctx, inv, value, map[string]any{"op": "remove"})
 	switch {
 	case err == nil:
 		return nil
@@ -167,6 +162,35 @@ func (h *HealthController) removeSyncOwed(ctx context.Context, inv *v1alpha1.Rel
 	default:
 		return fmt.Errorf("removing the record of a paid sync request: %w", err)
 	}
+}
+
+// replaceSyncOwed replaces the record value of an owed sync request in inv with next, by
+// one JSON patch under the field manager convoy-sync-owed with the tests of
+// removeSyncOwed. A failed test (the inventory re-created, the record changed meanwhile)
+// is an error: the pass is retried, and its applies carry the record again.
+func (h *HealthController) replaceSyncOwed(ctx context.Context, inv *v1alpha1.ReleaseInventory, value, next string) error {
+	if err := h.patchSyncOwed(ctx, inv, value, map[string]any{"op": "replace", "value": next}); err != nil {
+		return fmt.Errorf("writing the owed sync record with the baseline the API server shows: %w", err)
+	}
+	return nil
+}
+
+// patchSyncOwed applies op (remove, or replace with its value) to the record of an owed
+// sync request in inv, if inv still has its uid and the record still holds value.
+func (h *HealthController) patchSyncOwed(ctx context.Context, inv *v1alpha1.ReleaseInventory, value string, op map[string]any) error {
+	path := "/metadata/annotations/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(inventory.AnnotationSyncOwed)
+	op["path"] = path
+	ops := []map[string]any{
+		{"op": "test", "path": "/metadata/uid", "value": string(inv.UID)},
+		{"op": "test", "path": path, "value": value},
+		op,
+	}
+	data, err := json.Marshal(ops)
+	if err != nil {
+		return err
+	}
+	target := &v1alpha1.ReleaseInventory{ObjectMeta: metav1.ObjectMeta{Namespace: inv.Namespace, Name: inv.Name}}
+	return h.Writer.Patch(ctx, target, client.RawPatch(types.JSONPatchType, data), client.FieldOwner(inventory.FieldManagerSyncOwed))
 }
 
 // owedFor returns what this process knows about the record of an owed sync request of
@@ -188,7 +212,7 @@ func (h *HealthController) owedFor(ctx context.Context, key string, rel *v1alpha
 		switch {
 		case inv.inv == nil || (recorded == "" && (st.settled || st.value == "")):
 			m.owed = owedState{}
-		case recorded != "" && recorded != st.value:
+		case recorded != "" && recorded != st.value && recorded != st.previous:
 			foreign = true
 		default:
 			out = st
@@ -248,10 +272,9 @@ func (h *HealthController) setOwed(key string, st owedState) {
 // settle sends the request and pays (and, for an older observer's record, removes) the
 // record.
 type owedSync struct {
-	h        *HealthController
-	key      string
-	ns, name string
-	st       owedState
+	h   *HealthController
+	key string
+	st  owedState
 }
 
 // openOwed starts the owed sync request of one pass, before it writes: the request is
@@ -268,7 +291,7 @@ func (h *HealthController) openOwed(ctx context.Context, rel *v1alpha1.Release, 
 	if err != nil {
 		return nil, err
 	}
-	o := &owedSync{h: h, key: key, ns: rel.Namespace, name: rel.Name, st: st}
+	o := &owedSync{h: h, key: key, st: st}
 	e := res.edges
 	if o.carry() != "" {
 		return o, nil
@@ -281,22 +304,25 @@ func (h *HealthController) openOwed(ctx context.Context, rel *v1alpha1.Release, 
 	return o, nil
 }
 
-// confirm checks the baseline of a record that this pass wrote from the cache (after
-// the pass's writes landed, before the request is sent): live is the Release as the
-// API server answered the pass's condition apply, nil when the pass wrote no condition
-// (then one GET reads it). The same annotation confirms the record. A different one is a
-// sync request that the cache did not show yet, served before the write or after it:
-// the record is applied again (rewrite, the apply that carried it) with the annotation
-// read after the write as its baseline, so that request can never read as the payment
-// of this debt. A Release gone meanwhile needs nothing: settle finds nobody to wake.
-func (o *owedSync) confirm(ctx context.Context, live *v1alpha1.Release, rewrite func(ctx context.Context, record string) error) error {
+// confirm checks the baseline of a record that this process made from the cache, once
+// an apply carrying it has landed (in this pass or an earlier one), before the request
+// is sent: live is the Release as the API server answered the pass's condition apply,
+// the last write of the pass; nil when the pass wrote none, and then one GET reads it.
+// The same annotation confirms the record. A different one is a sync request that the
+// cache did not show yet, served before the write or after it: the record's value is
+// replaced (replaceSyncOwed) by one with the annotation read after the write as its
+// baseline, so that request can never read as the payment of this debt; this process
+// takes the old value for its own while a cache shows it. Until the record landed there
+// is nothing to confirm: a read before it would not see a request served in between. A
+// Release gone meanwhile needs nothing: settle finds nobody to wake.
+func (o *owedSync) confirm(ctx context.Context, live *v1alpha1.Release, inv *v1alpha1.ReleaseInventory) error {
 	h, st := o.h, o.st
-	if !st.unconfirmed || st.paid {
+	if !st.unconfirmed || !st.landed || st.paid || inv == nil {
 		return nil
 	}
 	if live == nil {
 		var err error
-		if live, err = h.liveRelease(ctx, &v1alpha1.Release{ObjectMeta: metav1.ObjectMeta{Namespace: o.ns, Name: o.name}}); err != nil {
+		if live, err = h.liveRelease(ctx, &v1alpha1.Release{ObjectMeta: metav1.ObjectMeta{Namespace: inv.Namespace, Name: inv.Name}}); err != nil {
 			if apierrors.IsNotFound(err) {
 				return nil
 			}
@@ -304,18 +330,27 @@ func (o *owedSync) confirm(ctx context.Context, live *v1alpha1.Release, rewrite 
 		}
 	}
 	if changed, _ := paidSince(live, st.value); changed {
-		value := rebased(st.value, live)
-		h.logFrom(ctx).V(1).Info("the cache lagged behind a sync request: the owed sync record is written again with the annotation the API server shows",
-			"record", st.value, "rebased", value)
-		if err := rewrite(ctx, value); err != nil {
-			return err
+		next := rebased(st.value, live)
+		h.logFrom(ctx).V(1).Info("the cache lagged behind a sync request: the owed sync record takes the annotation the API server shows",
+			"record", st.value, "rebased", next)
+		if err := h.replaceSyncOwed(ctx, inv, st.value, next); err != nil {
+			return h.writeFailed(ctx, "sync-owed", err)
 		}
-		st.value = value
+		st.previous, st.value = st.value, next
 	}
 	st.unconfirmed = false
 	o.st = st
 	h.setOwed(o.key, st)
 	return nil
+}
+
+// landed notes that an inventory apply carrying the record went out.
+func (o *owedSync) landed() {
+	if o.carry() == "" || o.st.landed {
+		return
+	}
+	o.st.landed = true
+	o.h.setOwed(o.key, o.st)
 }
 
 // carry is the record that the pass's inventory applies carry: the unpaid one, "" for

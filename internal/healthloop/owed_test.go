@@ -427,3 +427,58 @@ func TestOwedRecordConfirmedAfterAHookEdge(t *testing.T) {
 		t.Fatalf("sync requests after the restart = %d, want 1 (the earlier request read as the payment)", n)
 	}
 }
+
+// TestReplacedOwedRecordStaysOwn: after confirm replaced the value of this process's
+// record, a pass whose inventory cache still shows the old value, and whose Release cache
+// shows the request that the replacement was about, pays the debt: the old value is this
+// process's own record, not another process's that the annotation would read as paid.
+func TestReplacedOwedRecordStaysOwn(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.release(nil, 0)
+	f.pass()
+	stale := f.getRelease()
+	f.syncAnnotation(t0.Add(-time.Minute).Format(time.RFC3339Nano))
+	f.preHook(t0.Add(-time.Minute), complete("done")...)
+	f.h.Reader = staleReader{Reader: env.Client, stale: stale}
+	f.h.LiveReader = env.Client
+	f.unpaidPass() // the record replaced; the request failed
+	inv := f.getInventory()
+	at, baseline, _ := strings.Cut(inv.Annotations[inventory.AnnotationSyncOwed], owedBaseline)
+	if baseline == "" {
+		t.Fatal("the record was not replaced: the test tests nothing")
+	}
+	inv.Annotations[inventory.AnnotationSyncOwed] = at + owedBaseline // the value before the replacement
+	f.h.Reader = staleReader{Reader: env.Client, stale: inv}
+	f.pass()
+	if n := f.api.syncs.Load(); n != 1 {
+		t.Fatalf("sync requests = %d, want 1 (the replaced record read as another's, paid)", n)
+	}
+}
+
+// TestOwedRecordConfirmedWhenALaterWriteFails: the record landed with the entries apply,
+// the condition apply failed. The pass still confirms the record's baseline (a GET)
+// before it returns, so a process killed before the retry does not take a request that
+// the cache hid for the payment.
+func TestOwedRecordConfirmedWhenALaterWriteFails(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.edge("entries")
+	stale := f.getRelease()
+	served := t0.Add(-time.Minute).Format(time.RFC3339Nano)
+	f.syncAnnotation(served)
+	f.h.Reader = staleReader{Reader: env.Client, stale: stale}
+	f.h.LiveReader = env.Client
+	f.h.Writer = newFaultyWriter(map[string]int{inventory.FieldManagerHealth: 1}) // the condition
+	if _, err := f.h.syncHandler(f.ctx, f.key); err == nil {
+		t.Fatal("a failed condition apply did not fail the pass")
+	}
+	if _, baseline, _ := strings.Cut(f.getInventory().Annotations[inventory.AnnotationSyncOwed], owedBaseline); baseline != served {
+		t.Fatalf("the record's baseline = %q, want the annotation after the write, %q", baseline, served)
+	}
+	f.h = f.newController()
+	f.pass()
+	if n := f.api.syncs.Load(); n != 1 {
+		t.Fatalf("sync requests after the restart = %d, want 1", n)
+	}
+}

@@ -83,20 +83,16 @@ func (h *HealthController) writeInventoryHealth(ctx context.Context, a *assessme
 	// The cache may not show this process's last entries apply yet: skip only when that
 	// apply sent the same list. Else the apply goes out with the cache's resourceVersion,
 	// which fails as a conflict when the cache lags, and the retry reads a fresher one.
-	// An owed sync record that this process's entries applies have not carried yet (a
-	// record confirm wrote again with a new baseline) is written even over unchanged
-	// entries; dropping a paid one is worth no write of its own.
 	key := keyOf(a.inv)
 	sum := entriesSum(list)
-	if last := h.recall(key); unchanged && (!last.entriesWritten || last.entriesSum == sum) &&
-		(record == "" || record == last.entriesRecord) {
+	if last := h.recall(key); unchanged && (!last.entriesWritten || last.entriesSum == sum) {
 		return rv, nil
 	}
 	ac := inventoryApply(a.inv, rv, record).WithEntries(list...)
 	if err := h.Writer.Apply(ctx, ac, client.FieldOwner(inventory.FieldManagerInventory), client.ForceOwnership); err != nil {
 		return rv, fmt.Errorf("applying the health of %d inventory entries: %w", len(list), asRefused("entries", len(list), ac, err))
 	}
-	h.remember(key, func(m *releaseMemory) { m.entriesSum, m.entriesWritten, m.entriesRecord = sum, true, record })
+	h.remember(key, func(m *releaseMemory) { m.entriesSum, m.entriesWritten = sum, true })
 	return ptr.Deref(ac.ResourceVersion, rv), nil
 }
 
