@@ -35,7 +35,7 @@ import (
 // "Objects and owners") as the Release showed it when the state was written, so any
 // later sync request shows as a different annotation and the debt reads as paid, in
 // this process or the next one. A paid record stays until the next apply of its field
-// manager drops it. An observer killed between the state write and the request finds an
+// manager drops it (one whose value confirm replaced is removed once paid). An observer killed between the state write and the request finds an
 // unpaid record and pays it (at least once); a steady Release, whose annotation has
 // moved past the record, sends nothing.
 //
@@ -212,9 +212,16 @@ func (h *HealthController) owedFor(ctx context.Context, key string, rel *v1alpha
 		switch {
 		case inv.inv == nil || (recorded == "" && (st.settled || st.value == "")):
 			m.owed = owedState{}
-		case recorded != "" && recorded != st.value && recorded != st.previous:
+		case recorded != "" && recorded != st.value && recorded != st.previous && (st.value == "" || st.paid):
 			foreign = true
 		default:
+			// An unpaid record of this process's own stays its debt whatever an inventory
+			// cache shows (an older record of its own, a lagging cache); one that the cache
+			// shows has landed, whether or not its apply's answer came back.
+			if recorded != "" && recorded == st.value && !st.landed {
+				st.landed = true
+				m.owed = st
+			}
 			out = st
 		}
 	})
@@ -375,9 +382,11 @@ func (o *owedSync) settle(ctx context.Context, rel *v1alpha1.Release, inv passIn
 		return nil
 	}
 	if sent && !st.paid {
-		// A record with a baseline now reads as paid from the Release: nothing to remove.
+		// A record with a baseline now reads as paid from the Release: nothing to remove,
+		// unless confirm replaced its value: the replacing patch made the field its own,
+		// and no apply would drop it.
 		_, withBaseline := paidSince(rel, st.value)
-		st.paid, st.settled = true, withBaseline
+		st.paid, st.settled = true, withBaseline && st.previous == ""
 		h.setOwed(o.key, st)
 	}
 	if st.paid && !st.settled {

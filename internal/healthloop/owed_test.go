@@ -2,12 +2,14 @@ package healthloop
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
@@ -480,5 +482,101 @@ func TestOwedRecordConfirmedWhenALaterWriteFails(t *testing.T) {
 	f.pass()
 	if n := f.api.syncs.Load(); n != 1 {
 		t.Fatalf("sync requests after the restart = %d, want 1", n)
+	}
+}
+
+// lostAnswerWriter makes the apply of owner go out, then answers it with an error once:
+// the write landed and its answer was lost.
+type lostAnswerWriter struct {
+	client.Client
+	owner string
+	lost  atomic.Int32
+}
+
+func (w *lostAnswerWriter) Apply(ctx context.Context, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
+	err := w.Client.Apply(ctx, obj, opts...)
+	if err == nil && applyOwner(opts) == w.owner && w.lost.Add(-1) >= 0 {
+		return errors.New("injected: context deadline exceeded (the apply landed)")
+	}
+	return err
+}
+
+// TestOwedRecordConfirmedAfterALostAnswer (from an attack): the entries apply carrying a
+// new record landed, but its answer was lost, and the retry's apply changes nothing. The
+// record is confirmed when the inventory cache shows it, so a handover does not take a
+// request that the Release cache hid for the payment.
+func TestOwedRecordConfirmedAfterALostAnswer(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.edge("entries")
+	stale := f.getRelease()
+	f.syncAnnotation(t0.Add(-time.Minute).Format(time.RFC3339Nano))
+	f.h.Reader = staleReader{Reader: env.Client, stale: stale}
+	f.h.LiveReader = env.Client
+	w := &lostAnswerWriter{Client: env.Client, owner: inventory.FieldManagerInventory}
+	w.lost.Store(1)
+	f.h.Writer = w
+	if _, err := f.h.syncHandler(f.ctx, f.key); err == nil {
+		t.Fatal("the lost answer did not fail the pass")
+	}
+	f.unpaidPass()          // the retry; the sync endpoint is down
+	f.h = f.newController() // a handover
+	f.pass()
+	if n := f.api.syncs.Load(); n != 1 {
+		t.Fatalf("sync requests = %d, want 1 (a request served before the write read as the payment)", n)
+	}
+}
+
+// TestUnpaidOwnRecordSurvivesAnOlderOneInTheCache (from an attack): while this process
+// owes a request (its record's confirmation failed), an inventory cache that lags shows
+// its older, paid record. That older record must not replace the debt in memory: the
+// debt was lost in-process once the cache caught up.
+func TestUnpaidOwnRecordSurvivesAnOlderOneInTheCache(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.edge("entries")
+	f.pass() // the first edge, paid; its record stays
+	staleInv := f.getInventory()
+	f.configMap("a", "false")
+	f.pass()
+	staleRel := f.getRelease()
+	f.syncAnnotation(time.Now().UTC().Add(time.Second).Format(time.RFC3339Nano)) // another client's request
+	f.configMap("a", "true")                                                     // the wave completes again
+	f.h.Reader = staleReader{Reader: env.Client, stale: staleRel}
+	f.h.LiveReader = env.Client
+	f.h.Writer = newFaultyWriter(map[string]int{inventory.FieldManagerSyncOwed: 1}) // the replacement
+	if _, err := f.h.syncHandler(f.ctx, f.key); err == nil {
+		t.Fatal("the failed replacement did not fail the pass")
+	}
+	f.h.Reader = staleReader{Reader: staleReader{Reader: env.Client, stale: staleRel}, stale: staleInv}
+	_, _ = f.h.syncHandler(f.ctx, f.key) // the retry, on caches that lag
+	f.h.Reader = env.Client
+	f.pass()
+	f.pass()
+	if n := f.api.syncs.Load(); n != 2 {
+		t.Fatalf("sync requests = %d, want 2 (the second edge's debt was lost)", n)
+	}
+}
+
+// TestReplacedRecordIsRemovedOncePaid (from an attack): the patch that replaced a
+// record's value owns the annotation alone, so no later apply drops it; once paid, it is
+// removed.
+func TestReplacedRecordIsRemovedOncePaid(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.edge("entries")
+	stale := f.getRelease()
+	f.syncAnnotation(t0.Add(-time.Minute).Format(time.RFC3339Nano))
+	f.h.Reader = staleReader{Reader: env.Client, stale: stale}
+	f.h.LiveReader = env.Client
+	f.pass() // replaced and paid
+	f.h.Reader = env.Client
+	f.configMap("a", "false")
+	f.pass()
+	if rec := f.getInventory().Annotations[inventory.AnnotationSyncOwed]; rec != "" {
+		t.Errorf("the paid, replaced record stayed: %q", rec)
+	}
+	if n := f.api.syncs.Load(); n != 1 {
+		t.Errorf("sync requests = %d, want 1", n)
 	}
 }
