@@ -439,11 +439,8 @@ func TestReplacedOwedRecordStaysOwn(t *testing.T) {
 	f := newFixture(t)
 	f.release(nil, 0)
 	f.pass()
-	stale := f.getRelease()
-	f.syncAnnotation(t0.Add(-time.Minute).Format(time.RFC3339Nano))
+	f.hiddenRequest()
 	f.preHook(t0.Add(-time.Minute), complete("done")...)
-	f.h.Reader = staleReader{Reader: env.Client, stale: stale}
-	f.h.LiveReader = env.Client
 	f.unpaidPass() // the record replaced; the request failed
 	inv := f.getInventory()
 	at, baseline, _ := strings.Cut(inv.Annotations[inventory.AnnotationSyncOwed], owedBaseline)
@@ -466,11 +463,7 @@ func TestOwedRecordConfirmedWhenALaterWriteFails(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	f.edge("entries")
-	stale := f.getRelease()
-	served := t0.Add(-time.Minute).Format(time.RFC3339Nano)
-	f.syncAnnotation(served)
-	f.h.Reader = staleReader{Reader: env.Client, stale: stale}
-	f.h.LiveReader = env.Client
+	served := f.hiddenRequest()
 	f.h.Writer = newFaultyWriter(map[string]int{inventory.FieldManagerHealth: 1}) // the condition
 	if _, err := f.h.syncHandler(f.ctx, f.key); err == nil {
 		t.Fatal("a failed condition apply did not fail the pass")
@@ -483,6 +476,19 @@ func TestOwedRecordConfirmedWhenALaterWriteFails(t *testing.T) {
 	if n := f.api.syncs.Load(); n != 1 {
 		t.Fatalf("sync requests after the restart = %d, want 1", n)
 	}
+}
+
+// hiddenRequest serves another client's sync request (served, a time before t0) that
+// the loop's Release cache does not show yet: the Reader keeps the Release as it was
+// before it, the LiveReader reads the API server.
+func (f *fixture) hiddenRequest() (served string) {
+	f.t.Helper()
+	stale := f.getRelease()
+	served = t0.Add(-time.Minute).Format(time.RFC3339Nano)
+	f.syncAnnotation(served)
+	f.h.Reader = staleReader{Reader: env.Client, stale: stale}
+	f.h.LiveReader = env.Client
+	return served
 }
 
 // lostAnswerWriter makes the apply of owner go out, then answers it with an error once:
@@ -509,10 +515,7 @@ func TestOwedRecordConfirmedAfterALostAnswer(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	f.edge("entries")
-	stale := f.getRelease()
-	f.syncAnnotation(t0.Add(-time.Minute).Format(time.RFC3339Nano))
-	f.h.Reader = staleReader{Reader: env.Client, stale: stale}
-	f.h.LiveReader = env.Client
+	f.hiddenRequest()
 	w := &lostAnswerWriter{Client: env.Client, owner: inventory.FieldManagerInventory}
 	w.lost.Store(1)
 	f.h.Writer = w
@@ -565,10 +568,7 @@ func TestReplacedRecordIsRemovedOncePaid(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	f.edge("entries")
-	stale := f.getRelease()
-	f.syncAnnotation(t0.Add(-time.Minute).Format(time.RFC3339Nano))
-	f.h.Reader = staleReader{Reader: env.Client, stale: stale}
-	f.h.LiveReader = env.Client
+	f.hiddenRequest()
 	f.pass() // replaced and paid
 	f.h.Reader = env.Client
 	f.configMap("a", "false")
