@@ -34,9 +34,10 @@ type passResult struct {
 // commit is the write half of a pass: it writes res with a committer, one write after
 // the other, each carrying the resourceVersion that the previous one produced, and then
 // settles the owed sync request (owed.go): the confirmation of a new record's baseline
-// (its apply again when the API server showed another), the sync request when the pass
-// has an edge or owes one, then the removal of a paid record. A cancelled context writes nothing:
-// what this pass computed from cut-off reads is not the truth.
+// once the record landed (its value replaced when the API server shows another), the
+// sync request when the pass has an edge or owes one, then the removal of a paid record.
+// A cancelled context writes nothing: what this pass computed from cut-off reads is not
+// the truth.
 //
 // The hooks and the entries are independent: a failed hooks write does not hold back the
 // entries and the condition. It still fails the pass, after them, so the hook state is

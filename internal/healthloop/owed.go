@@ -35,9 +35,10 @@ import (
 // "Objects and owners") as the Release showed it when the state was written, so any
 // later sync request shows as a different annotation and the debt reads as paid, in
 // this process or the next one. A paid record stays until the next apply of its field
-// manager drops it (one whose value confirm replaced is removed once paid). An observer killed between the state write and the request finds an
-// unpaid record and pays it (at least once); a steady Release, whose annotation has
-// moved past the record, sends nothing.
+// manager drops it (one whose value confirm replaced is removed once paid). An observer
+// killed between the state write and the request finds an unpaid record and pays it (at
+// least once); a steady Release, whose annotation has moved past the record, sends
+// nothing.
 //
 // The baseline costs no read of its own either: it is the cached Release's annotation,
 // confirmed once the record landed (confirm, after the pass's writes, also when one of
@@ -287,9 +288,9 @@ type owedSync struct {
 // openOwed starts the owed sync request of one pass, before it writes: the request is
 // sent (settle) when the pass has an edge or carries an unpaid record. The record that
 // the applies carry is the unpaid one, or a new one (from the cache, confirmed after the
-// writes) when the pass persists the state of an edge: a completed wave or an advanced render always changes
-// entries; a finished hook changes the hooks unless it is a re-poll in its arming second
-// that found the same outcome. Without a Waker there is nobody to owe. A record this
+// writes) when the pass persists the state of an edge: a completed wave or an advanced
+// render always changes entries; a finished hook changes the hooks unless it is a
+// re-poll in its arming second that found the same outcome. Without a Waker there is nobody to owe. A record this
 // process has paid already (its removal failed, or the cache has not seen the removal
 // yet) is only removed, not paid again.
 func (h *HealthController) openOwed(ctx context.Context, rel *v1alpha1.Release, inv passInventory, res passResult) (*owedSync, error) {
