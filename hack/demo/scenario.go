@@ -177,7 +177,7 @@ func (s *scenario) failFast(ctx context.Context) error {
 	defer stop()
 	go crashLoop(sim, s.d.c)
 	crash := crashRender("r4")
-	crash.expect = fmt.Sprintf("its new Pods crash-loop (the demo plays their kubelet); waiting for Deployment %s/%s to be Degraded at once by failFast, before the deadline of %s",
+	crash.expect = fmt.Sprintf("its new Pods crash-loop (the demo plays their kubelet); waiting for Deployment %s/%s to be Degraded at once by failFast, before the deadline of %s, and for a sync request",
 		demoNamespace, deployName, healthDeadline)
 	if err := s.rollout(ctx, crash); err != nil {
 		return err
@@ -185,7 +185,10 @@ func (s *scenario) failFast(ctx context.Context) error {
 	if err := s.wave(ctx, crash, 0, true, s.waveHealthy(crash, 0, false)); err != nil {
 		return err
 	}
-	if err := s.wave(ctx, crash, 1, false, s.deploymentFailedFast(crash)); err != nil {
+	// The wave's render advanced: the observer sends a sync request in the pass that
+	// writes Degraded, just after the condition, so the step waits for both (a snapshot
+	// between the two ended it without the request).
+	if err := s.wave(ctx, crash, 1, true, s.deploymentFailedFast(crash)); err != nil {
 		return err
 	}
 	last := s.results[len(s.results)-1]
@@ -222,7 +225,7 @@ func (s *scenario) wave(ctx context.Context, r *render, w int32, needSync bool, 
 	}
 	what := "waiting for them to be Healthy and for a sync request"
 	switch {
-	case !needSync && r.expect != "":
+	case r.expect != "" && w == r.lastWave():
 		what = r.expect
 	case !needSync:
 		what = fmt.Sprintf("waiting for Deployment %s/%s to go Progressing, then Degraded after %s", demoNamespace, deployName, healthDeadline)
