@@ -45,6 +45,8 @@ func main() {
 		args     = flag.String("observer-args", "", "extra flags of convoy-observer, space-separated (e.g. \"--target-direct-reads\")")
 		floor    = flag.Int("floor", 0, "P > 0: for each N, P pairs of runs, the floor client (test/scale/floorclient: the spec's writes only) "+
 			"then convoy-observer, each pair printing the converge and CPU ratios (observer / floor); without --clusters")
+		cpuProfile = flag.Duration("cpu-profile", 0, "> 0: a CPU profile of the observer (and of the floor client) over this first part of the converge, "+
+			"written next to its log in the temporary directory")
 		rules = flag.String("rules", scale.RulesDefaults, "comma-separated rule selections, each run for every N: "+
 			scale.RulesDefaults+" (convoy-defaults) or "+scale.RulesLibrary+" (convoy-defaults, the whole rule library and the generic set)")
 	)
@@ -104,7 +106,7 @@ func main() {
 		os.Exit(floorPairs(ctx, ns, *floor, func(n int, useFloor bool) scale.Config {
 			cfg := scale.Config{Releases: n, Objects: *objects, Changes: *changes, PerNamespace: *perNS,
 				Steady: time.Second, Interval: *interval, ConvergeTimeout: *timeout, Rules: selections[0],
-				Binary: bin, Args: strings.Fields(*args), Log: os.Stderr}
+				Binary: bin, Args: strings.Fields(*args), Log: os.Stderr, CPUProfile: *cpuProfile}
 			if useFloor {
 				cfg.Binary, cfg.Args, cfg.Floor, cfg.Changes = floorBin, nil, true, 0
 			} else {
@@ -123,7 +125,7 @@ runs:
 				rep, err := scale.Run(ctx, scale.Config{
 					Releases: n, Objects: *objects, Changes: *changes, PerNamespace: *perNS, Clusters: c,
 					Steady: *steady, Interval: *interval, ConvergeTimeout: *timeout, Rules: sel,
-					Binary: bin, Args: strings.Fields(*args), Log: os.Stderr, Shards: *shards,
+					Binary: bin, Args: strings.Fields(*args), Log: os.Stderr, Shards: *shards, CPUProfile: *cpuProfile,
 				})
 				if rep != nil && rep.Converge > 0 {
 					fmt.Println(rep.Table())

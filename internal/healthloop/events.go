@@ -20,7 +20,7 @@ import (
 // Reasons of the Kubernetes Events (events.k8s.io/v1) that the health loop records. They
 // are recorded on edges only, never once per steady pass (docs/operations.md, "Events").
 const (
-	EventHealthy            = "Healthy"            // Normal: Healthy for the first time, again, or at a new render
+	EventHealthy            = "Healthy"            // Normal: Healthy from another condition (Progressing, Pending at a new render…), not as a first one
 	EventProgressing        = "Progressing"        // Normal: was Healthy, now Progressing
 	EventDegraded           = "Degraded"           // Warning: an entry turned Degraded
 	EventUnknown            = "Unknown"            // Warning: an entry turned Unknown (not found, unreadable, evaluation error)
@@ -78,15 +78,25 @@ func (h *HealthController) recordHealthEvents(ctx context.Context, rel *v1alpha1
 		prevKind = priorKind(prev)
 	}
 	kind := conditionKind(hs)
-	if kind == prevKind || h.sameKind(keyOf(rel), kind) {
+	if kind == prevKind {
+		return
+	}
+	lastKind := h.swapKind(keyOf(rel), kind)
+	if kind == lastKind {
 		return
 	}
 	eventType, reason := corev1.EventTypeWarning, ""
 	note := hs.message
 	switch {
+	case kind == v1alpha1.ReasonHealthy && prev == nil && lastKind == "":
+		// The Release's first condition, and it is Healthy: no edge to tell (the
+		// condition's lastTransitionTime says since when). An observer installed over a
+		// fleet of healthy Releases records no Event per Release (docs/design.md,
+		// "Kubernetes Events").
+		return
 	case kind == v1alpha1.ReasonHealthy:
-		// From any other kind, the first condition of a Release included: kubectl
-		// describe then always says when it became Healthy.
+		// From any other kind (Progressing, Degraded, Pending, NotConfigured…), also
+		// one that this process wrote and its cache does not show yet.
 		eventType, reason = corev1.EventTypeNormal, EventHealthy
 	case kind == v1alpha1.ReasonProgressing && prevKind == v1alpha1.ReasonHealthy:
 		eventType, reason = corev1.EventTypeNormal, EventProgressing

@@ -118,10 +118,11 @@ func TestEventsOnHealthEdges(t *testing.T) {
 	}
 }
 
-// TestEventOnFirstCondition: a Release whose first condition is already Healthy (its
-// objects were ready before the first pass) gets a Healthy Event, as for every edge;
-// a steady pass after it records nothing more.
-func TestEventOnFirstCondition(t *testing.T) {
+// TestNoEventOnAFirstHealthyCondition: a Release whose first condition is already
+// Healthy (its objects were ready before the first pass, as when the observer is
+// installed over a healthy fleet) gets no Event, nor does a steady pass after it; its
+// next edges do.
+func TestNoEventOnAFirstHealthyCondition(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	f.withEvents()
@@ -132,6 +133,27 @@ func TestEventOnFirstCondition(t *testing.T) {
 
 	f.passHealthy()
 	f.pass()
+	time.Sleep(500 * time.Millisecond)
+	f.expectEvents("Release", f.rel)
+	f.configMap("a", "false")
+	f.pass()
+	f.expectCondition(metav1.ConditionFalse, v1alpha1.ReasonProgressing)
+	f.configMap("a", "true")
+	f.passHealthy()
+	f.expectEvents("Release", f.rel, "Progressing: 0/1 healthy; ConfigMap "+f.ns+"/a: ready=false", "Healthy: 1/1 healthy")
+}
+
+// TestHealthyEventAfterAnUnseenFirstCondition: a pass whose Release cache does not show
+// yet the first condition that this process wrote (Progressing) still records the
+// Healthy edge that follows it.
+func TestHealthyEventAfterAnUnseenFirstCondition(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.withEvents()
+	f.readyRelease(time.Minute, 0)
+	rel := f.getRelease()
+	f.h.recordHealthEvents(f.ctx, rel, nil, healthStatus{status: metav1.ConditionFalse, reason: v1alpha1.ReasonProgressing, message: "0/1 healthy"}, nil)
+	f.h.recordHealthEvents(f.ctx, rel, nil, healthStatus{status: metav1.ConditionTrue, reason: v1alpha1.ReasonHealthy, message: "1/1 healthy"}, nil)
 	f.expectEvents("Release", f.rel, "Healthy: 1/1 healthy")
 }
 

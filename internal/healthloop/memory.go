@@ -95,9 +95,9 @@ func (h *HealthController) remembered() (releases, clusters int) {
 	return max(len(h.memory), len(h.clusterOf)), len(h.clusters)
 }
 
-// sameKind records kind as the conditionKind of the last edge of the Release key that
-// got an Event, and reports whether it already was.
-func (h *HealthController) sameKind(key, kind string) (same bool) {
-	h.remember(key, func(m *releaseMemory) { same, m.eventKind = m.eventKind == kind, kind })
-	return same
+// swapKind records kind as the conditionKind of the last edge of the Release key
+// (events.go) and returns the one it replaces ("" when this process saw none).
+func (h *HealthController) swapKind(key, kind string) (previous string) {
+	h.remember(key, func(m *releaseMemory) { previous, m.eventKind = m.eventKind, kind })
+	return previous
 }

@@ -3,6 +3,7 @@ package scale
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -121,14 +122,16 @@ func (ps observers) sockets() int {
 	return sum
 }
 
-func (ps observers) process(ctx context.Context) (goroutines int, heapInuse uint64) {
+func (ps observers) process(ctx context.Context) process {
+	var sum process
 	for _, o := range ps {
 		if p, err := observerProcess(ctx, o.metricsURL); err == nil {
-			goroutines += p.goroutines
-			heapInuse += p.heapInuse
+			sum.goroutines += p.goroutines
+			sum.heapInuse += p.heapInuse
+			sum.passes += p.passes
 		}
 	}
-	return goroutines, heapInuse
+	return sum
 }
 
 func (ps observers) reads(ctx context.Context) counts {
@@ -180,4 +183,48 @@ func (r *run) copyLog() {
 	if err := os.WriteFile(filepath.Join(os.TempDir(), name), b, 0o644); err == nil {
 		r.logf("observer log: %s", filepath.Join(os.TempDir(), name))
 	}
+}
+
+// cpuProfile writes a CPU profile of the process whose pprof endpoint is at addr, over
+// the first r.cfg.CPUProfile after its start, next to its log. It waits up to 5s for
+// the endpoint to listen; a failure is logged, not returned (the figures stand).
+func (r *run) cpuProfile(ctx context.Context, addr string) {
+	name := fmt.Sprintf("bench-scale-observer-N%d.cpu.pprof", r.cfg.Releases)
+	if r.cfg.Floor {
+		name = fmt.Sprintf("bench-scale-floor-N%d.cpu.pprof", r.cfg.Releases)
+	}
+	url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, max(1, int(r.cfg.CPUProfile.Seconds())))
+	var resp *http.Response
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			r.logf("cpu profile: %v", err)
+			return
+		}
+		if resp, err = http.DefaultClient.Do(req); err == nil {
+			break
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			r.logf("cpu profile: %v", err)
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		r.logf("cpu profile: %s", resp.Status)
+		return
+	}
+	path := filepath.Join(os.TempDir(), name)
+	f, err := os.Create(path)
+	if err != nil {
+		r.logf("cpu profile: %v", err)
+		return
+	}
+	defer f.Close()
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		r.logf("cpu profile: %v", err)
+		return
+	}
+	r.logf("cpu profile: %s", path)
 }

@@ -61,6 +61,9 @@ type Report struct {
 	TargetWatches       float64
 	Goroutines, Sockets int
 	HeapInuse           uint64
+	// Passes is the observer's passes until converged (convoy_observer_passes_total,
+	// every namespace); 0 for the floor client, which exports none.
+	Passes float64
 	// HeapLive is the observer's live heap right after a garbage collection, at the end
 	// of the steady window (what it keeps, without the garbage of the converge); 0 when
 	// its pprof endpoint did not answer.
@@ -185,6 +188,9 @@ func (r *Report) Table() string {
 	if r.HeapLive > 0 && r.Objects > 0 {
 		fmt.Fprintf(w, "observer live heap (after a GC, steady)\t%s\t(live heap / objects = %d bytes)\n", mib(r.HeapLive), r.HeapLive/uint64(r.Objects))
 	}
+	if r.Passes > 0 {
+		fmt.Fprintf(w, "passes until converged\t%.0f\t(%.2f per Release)\n", r.Passes, r.Passes/float64(max(r.Releases, 1)))
+	}
 	fmt.Fprintf(w, "target watches / goroutines / sockets\t%.0f / %d / %d\t\n", r.TargetWatches, r.Goroutines, r.Sockets)
 	if r.Clusters > 0 {
 		fmt.Fprintf(w, "per Cluster (%d remote Clusters): RSS / heap / goroutines / watches\t%s / %s / %.1f / %.1f\t(whole process divided by C)\n",
@@ -300,9 +306,11 @@ func observerReads(ctx context.Context, url string) (counts, error) {
 type process struct {
 	goroutines int
 	heapInuse  uint64
+	passes     float64
 }
 
-// observerProcess reads go_goroutines and go_memstats_heap_inuse_bytes from the observer.
+// observerProcess reads go_goroutines, go_memstats_heap_inuse_bytes and the sum of
+// convoy_observer_passes_total from the observer.
 func observerProcess(ctx context.Context, url string) (process, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
@@ -323,6 +331,9 @@ func observerProcess(ctx context.Context, url string) (process, error) {
 	}
 	for _, m := range fams["go_memstats_heap_inuse_bytes"].GetMetric() {
 		p.heapInuse = uint64(m.GetGauge().GetValue())
+	}
+	for _, m := range fams["convoy_observer_passes_total"].GetMetric() {
+		p.passes += m.GetCounter().GetValue()
 	}
 	return p, nil
 }

@@ -80,6 +80,10 @@ type Config struct {
 	// (peak RSS: the sum of the peaks). Only with Clusters.
 	Shards int
 	Args   []string
+	// CPUProfile > 0 takes a CPU profile of the (default shard's) process over the first
+	// CPUProfile of the converge, written next to its log
+	// (bench-scale-{observer,floor}-N<N>.cpu.pprof in the temporary directory).
+	CPUProfile time.Duration
 	// Log receives progress lines.
 	Log io.Writer
 }
@@ -264,6 +268,13 @@ func (r *run) measure(ctx context.Context) error {
 		}
 		procs = append(procs, p)
 	}
+	profiled := make(chan struct{})
+	if r.cfg.CPUProfile > 0 {
+		go func() { defer close(profiled); r.cpuProfile(ctx, procs[0].pprof) }()
+	} else {
+		close(profiled)
+	}
+	defer func() { <-profiled }()
 	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, r.cfg.ConvergeTimeout, true, func(ctx context.Context) (bool, error) {
 		if err := procs.exited(); err != nil {
 			return false, err
@@ -290,7 +301,8 @@ func (r *run) measure(ctx context.Context) error {
 	rep.Namespaces = r.namespaces()
 	rep.TargetWatches = afterConverge["WATCH (open) deployments"]
 	rep.Sockets = procs.sockets()
-	rep.Goroutines, rep.HeapInuse = procs.process(ctx)
+	pr := procs.process(ctx)
+	rep.Goroutines, rep.HeapInuse, rep.Passes = pr.goroutines, pr.heapInuse, pr.passes
 	r.logf("converged in %s", rep.Converge.Round(time.Millisecond))
 	if r.cfg.Floor {
 		rep.PeakRSS = procs.status("VmHWM")

@@ -12,7 +12,7 @@
 // what the observer's own work costs.
 //
 // It takes the observer's connection flags (--kubeconfig, --sync-url, --workers,
-// --kube-api-qps, --kube-api-burst) and accepts and ignores the others the benchmark
+// --kube-api-qps, --kube-api-burst) and --pprof-bind-address, and accepts and ignores the others the benchmark
 // passes.
 package main
 
@@ -22,6 +22,7 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
+	_ "net/http/pprof" // hack/scale --cpu-profile
 	"os"
 	"os/signal"
 	"sync"
@@ -54,10 +55,14 @@ func main() {
 		qps        = flag.Float64("kube-api-qps", 300, "the management client's QPS (the observer's default)")
 		burst      = flag.Int("kube-api-burst", 600, "the management client's burst (the observer's default)")
 	)
-	for _, ignored := range []string{"metrics-bind-address", "health-probe-bind-address", "v", "pprof-bind-address"} {
+	pprofAddr := flag.String("pprof-bind-address", "", "where net/http/pprof listens (hack/scale --cpu-profile); empty: nowhere")
+	for _, ignored := range []string{"metrics-bind-address", "health-probe-bind-address", "v"} {
 		flag.String(ignored, "", "ignored")
 	}
 	flag.Parse()
+	if *pprofAddr != "" && *pprofAddr != "0" {
+		go func() { _ = http.ListenAndServe(*pprofAddr, nil) }() // net/http/pprof's handlers
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, *kubeconfig, *syncURL, *workers, float32(*qps), *burst); err != nil && ctx.Err() == nil {
