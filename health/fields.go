@@ -1,6 +1,7 @@
 package health
 
 import (
+	"bytes"
 	"encoding/json"
 	"reflect"
 	"slices"
@@ -381,56 +382,176 @@ func constantString(e celast.Expr) (string, bool) {
 	return string(s), ok
 }
 
-// PruneStruct zeroes, in place, every field of the Go object that ptr points to that f
-// does not keep, by the fields' JSON names (an embedded or ",inline" struct's fields are
-// its parent's), so that converting it to unstructured content costs only what is kept.
-// A value that encodes itself (a json.Marshaler: times, quantities, int-or-strings) is a
-// leaf, and so is a map, whose keys Prune drops afterwards: PruneStruct then Prune of the
-// converted content keeps what Prune of the object's JSON decoded keeps. A nil f or a
-// leaf keeps everything.
-func (f *Fields) PruneStruct(ptr any) { f.pruneStruct(reflect.ValueOf(ptr)) }
+// MarshalKept returns the JSON of what f keeps of the Go object that v points to (an
+// API type's struct): the content that Prune keeps of the object's own JSON, without
+// building the maps of that JSON. It walks the object by the fields' JSON names (an
+// embedded or ",inline" struct's fields are its parent's; "omitempty" and "omitzero"
+// leave out what encoding/json leaves out) down to f's leaves, whose values encoding/json
+// encodes whole, as it does a value that is neither struct, map, list nor pointer. A
+// value that encodes itself (a json.Marshaler: times, quantities, raw extensions) is
+// encoded, and what it encodes is pruned. A nil f encodes the whole object. The error is
+// encoding/json's.
+func (f *Fields) MarshalKept(v any) ([]byte, error) {
+	if f == nil || f.all {
+		return json.Marshal(v)
+	}
+	kept, err := f.kept(reflect.ValueOf(v))
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(kept)
+}
 
 var jsonMarshaler = reflect.TypeFor[json.Marshaler]()
 
-func (f *Fields) pruneStruct(v reflect.Value) {
-	if f == nil || f.all || !v.IsValid() {
-		return
+// kept returns a value that encodes as what f keeps of v.
+func (f *Fields) kept(v reflect.Value) (any, error) {
+	if !v.IsValid() {
+		return nil, nil
+	}
+	if f == nil || f.all {
+		return whole(v)
 	}
 	if v.Type().Implements(jsonMarshaler) || (v.CanAddr() && v.Addr().Type().Implements(jsonMarshaler)) {
-		return
+		raw, err := whole(v)
+		if err != nil || len(raw) == 0 || (raw[0] != '{' && raw[0] != '[') {
+			return raw, err
+		}
+		var content any // an object or a list: pruned as its JSON is
+		d := json.NewDecoder(bytes.NewReader(raw))
+		d.UseNumber()
+		if err := d.Decode(&content); err != nil {
+			return nil, err
+		}
+		f.pruneValue(content)
+		return content, nil
 	}
 	switch v.Kind() {
-	case reflect.Pointer:
-		if !v.IsNil() {
-			f.pruneStruct(v.Elem())
+	case reflect.Pointer, reflect.Interface:
+		if v.IsNil() {
+			return nil, nil
 		}
+		return f.kept(v.Elem())
 	case reflect.Slice, reflect.Array:
-		for i := range v.Len() {
-			f.pruneStruct(v.Index(i))
+		if v.Kind() == reflect.Slice && v.IsNil() {
+			return nil, nil
 		}
+		if v.Type().Elem().Kind() == reflect.Uint8 {
+			return whole(v) // bytes encode as a string
+		}
+		items := make([]any, v.Len())
+		for i := range items {
+			item, err := f.kept(v.Index(i))
+			if err != nil {
+				return nil, err
+			}
+			items[i] = item
+		}
+		return items, nil
+	case reflect.Map:
+		if v.IsNil() {
+			return nil, nil
+		}
+		if v.Type().Key().Kind() != reflect.String {
+			return whole(v)
+		}
+		out := make(map[string]any, len(f.sub))
+		for name, child := range f.sub {
+			mv := v.MapIndex(reflect.ValueOf(name).Convert(v.Type().Key()))
+			if !mv.IsValid() {
+				continue
+			}
+			value, err := child.kept(mv)
+			if err != nil {
+				return nil, err
+			}
+			out[name] = value
+		}
+		return out, nil
 	case reflect.Struct:
-		t := v.Type()
-		for i := range t.NumField() {
-			sf := t.Field(i)
-			if !sf.IsExported() {
-				continue
-			}
-			name, opts, _ := strings.Cut(sf.Tag.Get("json"), ",")
-			fv := v.Field(i)
-			switch {
-			case name == "-" && opts == "":
-				continue
-			case (sf.Anonymous && name == "") || slices.Contains(strings.Split(opts, ","), "inline"):
-				f.pruneStruct(fv)
-				continue
-			case name == "":
-				name = sf.Name
-			}
-			if child := f.sub[name]; child != nil {
-				child.pruneStruct(fv)
-			} else if fv.CanSet() {
-				fv.SetZero()
-			}
+		out := make(map[string]any, len(f.sub))
+		if err := f.keptFields(v, out); err != nil {
+			return nil, err
 		}
+		return out, nil
 	}
+	return whole(v)
+}
+
+// keptFields adds to out what f keeps of the fields of the struct v, by their JSON names.
+func (f *Fields) keptFields(v reflect.Value, out map[string]any) error {
+	t := v.Type()
+	for i := range t.NumField() {
+		sf := t.Field(i)
+		if !sf.IsExported() && !sf.Anonymous {
+			continue
+		}
+		name, opts, _ := strings.Cut(sf.Tag.Get("json"), ",")
+		options := strings.Split(opts, ",")
+		fv := v.Field(i)
+		switch {
+		case name == "-" && opts == "":
+			continue
+		case (sf.Anonymous && name == "") || slices.Contains(options, "inline"):
+			if fv.Kind() == reflect.Pointer {
+				if fv.IsNil() {
+					continue
+				}
+				fv = fv.Elem()
+			}
+			if fv.Kind() == reflect.Struct {
+				if err := f.keptFields(fv, out); err != nil {
+					return err
+				}
+			}
+			continue
+		case name == "":
+			name = sf.Name
+		}
+		child := f.sub[name]
+		if child == nil || (slices.Contains(options, "omitempty") && emptyValue(fv)) || (slices.Contains(options, "omitzero") && zeroValue(fv)) {
+			continue
+		}
+		value, err := child.kept(fv)
+		if err != nil {
+			return err
+		}
+		out[name] = value
+	}
+	return nil
+}
+
+// whole is encoding/json's encoding of v (through its address when it has one, so that
+// a MarshalJSON of a pointer receiver is used as encoding/json uses it for a field).
+func whole(v reflect.Value) (json.RawMessage, error) {
+	if v.CanAddr() {
+		return json.Marshal(v.Addr().Interface())
+	}
+	return json.Marshal(v.Interface())
+}
+
+// emptyValue is what "omitempty" leaves out: false, 0, "", a nil pointer or interface,
+// and an array, map, slice or string of length 0.
+func emptyValue(v reflect.Value) bool {
+	switch v.Kind() {
+	case reflect.Array, reflect.Map, reflect.Slice, reflect.String:
+		return v.Len() == 0
+	case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
+		reflect.Float32, reflect.Float64, reflect.Interface, reflect.Pointer:
+		return v.IsZero()
+	}
+	return false
+}
+
+// zeroValue is what "omitzero" leaves out: a value whose IsZero method says so, else
+// the zero value of its type.
+func zeroValue(v reflect.Value) bool {
+	if z, ok := v.Interface().(interface{ IsZero() bool }); ok {
+		if v.Kind() == reflect.Pointer && v.IsNil() {
+			return true
+		}
+		return z.IsZero()
+	}
+	return v.IsZero()
 }

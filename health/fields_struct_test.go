@@ -21,12 +21,12 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 )
 
-// TestPruneStructKeepsWhatPruneKeeps: of random objects of built-in types, PruneStruct,
-// the conversion to unstructured content and Prune keep exactly what Prune keeps of the
-// object's JSON: the cache keeps the same of an object watched in protobuf and of one
-// watched in JSON. With the fields of every shipped rule set, and with fields that reach
-// into lists, maps, embedded structs and values that encode themselves.
-func TestPruneStructKeepsWhatPruneKeeps(t *testing.T) {
+// TestMarshalKeptIsWhatPruneKeeps: of random objects of built-in types, MarshalKept
+// encodes exactly what Prune keeps of the object's JSON: the cache keeps the same of an
+// object watched in protobuf and of one watched in JSON. With the fields of every
+// shipped rule set, and with fields that reach into lists, maps, embedded structs and
+// values that encode themselves.
+func TestMarshalKeptIsWhatPruneKeeps(t *testing.T) {
 	rf := FieldsOf(shippedRuleSets(t), nil)
 	extra := []*Fields{
 		nil,
@@ -62,13 +62,14 @@ func TestPruneStructKeepsWhatPruneKeeps(t *testing.T) {
 					t.Fatal(err)
 				}
 				fields.Prune(want)
-				typed := obj.DeepCopyObject()
-				fields.PruneStruct(typed)
-				got, err := runtime.DefaultUnstructuredConverter.ToUnstructured(typed)
+				kept, err := fields.MarshalKept(obj)
 				if err != nil {
 					t.Fatal(err)
 				}
-				fields.Prune(got)
+				var got map[string]any
+				if err := utiljson.Unmarshal(kept, &got); err != nil {
+					t.Fatal(err)
+				}
 				w, _ := json.Marshal(want)
 				g, _ := json.Marshal(got)
 				if !bytes.Equal(w, g) {
@@ -79,30 +80,55 @@ func TestPruneStructKeepsWhatPruneKeeps(t *testing.T) {
 	}
 }
 
-// TestPruneStructDropsWhatIsNotKept: the fields that are not kept are zero in the Go
-// object (what the conversion then skips), and the kept ones untouched.
-func TestPruneStructDropsWhatIsNotKept(t *testing.T) {
+// TestMarshalKeptLeavesOutWhatIsNotKept: the fields that are not kept are not in the
+// JSON, not even as the empty structs that encoding/json writes of a Go object, and the
+// object is not changed.
+func TestMarshalKeptLeavesOutWhatIsNotKept(t *testing.T) {
 	d := &appsv1.Deployment{}
 	d.Name = "web"
 	d.Spec.Template.Spec.Containers = []corev1.Container{{Name: "app", Image: "img"}}
 	d.Spec.MinReadySeconds = 5
 	d.Status.ReadyReplicas = 2
-	fieldsOfPaths("metadata", "status", "spec.template.spec.containers.image").PruneStruct(d)
-	if d.Name != "web" || d.Status.ReadyReplicas != 2 || d.Spec.Template.Spec.Containers[0].Image != "img" {
-		t.Fatalf("a kept field was changed: %+v", d)
+	raw, err := fieldsOfPaths("metadata.name", "status", "spec.template.spec.containers.image").MarshalKept(d)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if d.Spec.MinReadySeconds != 0 || d.Spec.Template.Spec.Containers[0].Name != "" {
-		t.Fatalf("a field that is not kept stayed: %+v", d.Spec)
+	want := `{"metadata":{"name":"web"},"spec":{"template":{"spec":{"containers":[{"image":"img"}]}}},"status":{"readyReplicas":2}}`
+	if string(raw) != want {
+		t.Fatalf("MarshalKept = %s, want %s", raw, want)
+	}
+	if d.Spec.MinReadySeconds != 5 || d.Spec.Template.Spec.Containers[0].Name != "app" {
+		t.Fatalf("the object was changed: %+v", d.Spec)
+	}
+	// A value that encodes itself as an object is pruned as its JSON is; its numbers
+	// stay as they were written.
+	cr := &appsv1.ControllerRevision{Revision: 3, Data: runtime.RawExtension{Raw: []byte(`{"keep":12345678901234567890,"drop":{"x":2}}`)}}
+	raw, err = fieldsOfPaths("data.keep").MarshalKept(cr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"data":{"keep":12345678901234567890}}`; string(raw) != want {
+		t.Fatalf("MarshalKept = %s, want %s", raw, want)
 	}
 }
 
-// TestPruneStructOfNothing: nil, a nil pointer and a value that is no struct are left
-// alone, without a panic.
-func TestPruneStructOfNothing(t *testing.T) {
+// TestMarshalKeptOfNothing: nil, a nil pointer and a value that is no struct encode as
+// encoding/json encodes them, without a panic.
+func TestMarshalKeptOfNothing(t *testing.T) {
 	f := fieldsOfPaths("spec.replicas")
 	var d *appsv1.Deployment
-	f.PruneStruct(nil)
-	f.PruneStruct(d)
-	f.PruneStruct(3)
-	f.PruneStruct(appsv1.Deployment{}) // not addressable: nothing can be zeroed
+	for _, v := range []any{nil, d, 3, appsv1.Deployment{}} {
+		got, err := f.MarshalKept(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v == nil || v == any(d) {
+			if string(got) != "null" {
+				t.Fatalf("MarshalKept(%v) = %s, want null", v, got)
+			}
+		}
+	}
+	if got, _ := f.MarshalKept(3); string(got) != "3" {
+		t.Fatalf("MarshalKept(3) = %s", got)
+	}
 }
