@@ -2,12 +2,14 @@ package health
 
 import (
 	"bytes"
+	"encoding"
 	"encoding/json"
 	"reflect"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unicode"
 
 	celast "github.com/google/cel-go/common/ast"
 	"github.com/google/cel-go/common/operators"
@@ -385,63 +387,65 @@ func constantString(e celast.Expr) (string, bool) {
 // MarshalKept returns the JSON of what f keeps of the Go object that v points to (an
 // API type's struct): the content that Prune keeps of the object's own JSON, without
 // building the maps of that JSON. It walks the object by the fields' JSON names (an
-// embedded or ",inline" struct's fields are its parent's; "omitempty" and "omitzero"
+// embedded struct without a name is its parent's fields; "omitempty" and "omitzero"
 // leave out what encoding/json leaves out) down to f's leaves, whose values encoding/json
 // encodes whole, as it does a value that is neither struct, map, list nor pointer. A
-// value that encodes itself (a json.Marshaler: times, quantities, raw extensions) is
-// encoded, and what it encodes is pruned. A nil f encodes the whole object. The error is
-// encoding/json's.
+// value that encodes itself (a json.Marshaler or encoding.TextMarshaler: times,
+// quantities, raw extensions) is encoded, and what it encodes is pruned. So is a struct
+// whose JSON names encoding/json resolves by its rules for clashing or unusual fields
+// (two fields of one name, a ",string" option, an embedded value that is no struct, a
+// name that is no plain identifier), and a map whose keys are not strings: the API types
+// have none, and this walk does not reproduce those rules. A nil f encodes the whole
+// object. The error is encoding/json's (a cycle, an unsupported value).
 func (f *Fields) MarshalKept(v any) ([]byte, error) {
 	if f == nil || f.all {
 		return json.Marshal(v)
 	}
-	kept, err := f.kept(reflect.ValueOf(v))
+	kept, err := f.kept(reflect.ValueOf(v), 0)
 	if err != nil {
 		return nil, err
 	}
 	return json.Marshal(kept)
 }
 
-var jsonMarshaler = reflect.TypeFor[json.Marshaler]()
+// maxKeptDepth bounds the walk of kept: deeper values are encoded by encoding/json,
+// which tells a cycle from a deep value.
+const maxKeptDepth = 200
 
-// kept returns a value that encodes as what f keeps of v.
-func (f *Fields) kept(v reflect.Value) (any, error) {
+var (
+	jsonMarshaler = reflect.TypeFor[json.Marshaler]()
+	textMarshaler = reflect.TypeFor[encoding.TextMarshaler]()
+	zeroer        = reflect.TypeFor[interface{ IsZero() bool }]()
+)
+
+// kept returns a value that encodes as what f keeps of v, at depth levels of the walk.
+func (f *Fields) kept(v reflect.Value, depth int) (any, error) {
 	if !v.IsValid() {
 		return nil, nil
 	}
 	if f == nil || f.all {
 		return whole(v)
 	}
-	if v.Type().Implements(jsonMarshaler) || (v.CanAddr() && v.Addr().Type().Implements(jsonMarshaler)) {
-		raw, err := whole(v)
-		if err != nil || len(raw) == 0 || (raw[0] != '{' && raw[0] != '[') {
-			return raw, err
-		}
-		var content any // an object or a list: pruned as its JSON is
-		d := json.NewDecoder(bytes.NewReader(raw))
-		d.UseNumber()
-		if err := d.Decode(&content); err != nil {
-			return nil, err
-		}
-		f.pruneValue(content)
-		return content, nil
+	t := v.Type()
+	if depth > maxKeptDepth || encodesItself(t) || (v.CanAddr() && encodesItself(reflect.PointerTo(t))) {
+		return f.prunedJSON(v)
 	}
 	switch v.Kind() {
 	case reflect.Pointer, reflect.Interface:
 		if v.IsNil() {
 			return nil, nil
 		}
-		return f.kept(v.Elem())
+		return f.kept(v.Elem(), depth+1)
 	case reflect.Slice, reflect.Array:
 		if v.Kind() == reflect.Slice && v.IsNil() {
 			return nil, nil
 		}
-		if v.Type().Elem().Kind() == reflect.Uint8 {
+		if t.Elem().Kind() == reflect.Uint8 {
 			return whole(v) // bytes encode as a string
 		}
 		items := make([]any, v.Len())
 		for i := range items {
-			item, err := f.kept(v.Index(i))
+			item, err := f.kept(v.Index(i), depth+1)
 			if err != nil {
 				return nil, err
 			}
@@ -452,16 +456,16 @@ func (f *Fields) kept(v reflect.Value) (any, error) {
 		if v.IsNil() {
 			return nil, nil
 		}
-		if v.Type().Key().Kind() != reflect.String {
-			return whole(v)
+		if t.Key().Kind() != reflect.String || encodesItself(t.Key()) {
+			return f.prunedJSON(v)
 		}
 		out := make(map[string]any, len(f.sub))
 		for name, child := range f.sub {
-			mv := v.MapIndex(reflect.ValueOf(name).Convert(v.Type().Key()))
+			mv := v.MapIndex(reflect.ValueOf(name).Convert(t.Key()))
 			if !mv.IsValid() {
 				continue
 			}
-			value, err := child.kept(mv)
+			value, err := child.kept(mv, depth+1)
 			if err != nil {
 				return nil, err
 			}
@@ -469,8 +473,11 @@ func (f *Fields) kept(v reflect.Value) (any, error) {
 		}
 		return out, nil
 	case reflect.Struct:
+		if !plainStruct(t) {
+			return f.prunedJSON(v)
+		}
 		out := make(map[string]any, len(f.sub))
-		if err := f.keptFields(v, out); err != nil {
+		if err := f.keptFields(v, out, depth); err != nil {
 			return nil, err
 		}
 		return out, nil
@@ -478,47 +485,139 @@ func (f *Fields) kept(v reflect.Value) (any, error) {
 	return whole(v)
 }
 
-// keptFields adds to out what f keeps of the fields of the struct v, by their JSON names.
-func (f *Fields) keptFields(v reflect.Value, out map[string]any) error {
+// prunedJSON is v encoded by encoding/json, then what Prune keeps of it (numbers as they
+// were written).
+func (f *Fields) prunedJSON(v reflect.Value) (any, error) {
+	raw, err := whole(v)
+	if err != nil || len(raw) == 0 || (raw[0] != '{' && raw[0] != '[') {
+		return raw, err
+	}
+	var content any
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	if err := d.Decode(&content); err != nil {
+		return nil, err
+	}
+	f.pruneValue(content)
+	return content, nil
+}
+
+// encodesItself reports whether encoding/json encodes a value of t by its own method.
+func encodesItself(t reflect.Type) bool {
+	return t.Implements(jsonMarshaler) || t.Implements(textMarshaler)
+}
+
+// keptFields adds to out what f keeps of the fields of the struct v (a plainStruct), by
+// their JSON names.
+func (f *Fields) keptFields(v reflect.Value, out map[string]any, depth int) error {
 	t := v.Type()
 	for i := range t.NumField() {
 		sf := t.Field(i)
-		if !sf.IsExported() && !sf.Anonymous {
-			continue
-		}
-		name, opts, _ := strings.Cut(sf.Tag.Get("json"), ",")
-		options := strings.Split(opts, ",")
+		tag := sf.Tag.Get("json")
+		name, opts, _ := strings.Cut(tag, ",")
 		fv := v.Field(i)
 		switch {
-		case name == "-" && opts == "":
+		case tag == "-":
 			continue
-		case (sf.Anonymous && name == "") || slices.Contains(options, "inline"):
+		case sf.Anonymous && name == "":
+			// An embedded struct, or a pointer to one (plainStruct): its fields are this
+			// struct's.
 			if fv.Kind() == reflect.Pointer {
 				if fv.IsNil() {
 					continue
 				}
 				fv = fv.Elem()
 			}
-			if fv.Kind() == reflect.Struct {
-				if err := f.keptFields(fv, out); err != nil {
-					return err
-				}
+			if err := f.keptFields(fv, out, depth+1); err != nil {
+				return err
 			}
+			continue
+		case !sf.IsExported():
 			continue
 		case name == "":
 			name = sf.Name
 		}
 		child := f.sub[name]
-		if child == nil || (slices.Contains(options, "omitempty") && emptyValue(fv)) || (slices.Contains(options, "omitzero") && zeroValue(fv)) {
+		if child == nil {
 			continue
 		}
-		value, err := child.kept(fv)
+		options := strings.Split(opts, ",")
+		if (slices.Contains(options, "omitempty") && emptyValue(fv)) || (slices.Contains(options, "omitzero") && zeroValue(fv)) {
+			continue
+		}
+		value, err := child.kept(fv, depth+1)
 		if err != nil {
 			return err
 		}
 		out[name] = value
 	}
 	return nil
+}
+
+// plainStructs caches plainStruct by type.
+var plainStructs sync.Map // reflect.Type → bool
+
+// plainStruct reports whether keptFields encodes the struct type t as encoding/json
+// does: no field has the ",string" option or a name that is not a plain identifier,
+// every embedded field without a name is a struct or a pointer to one, and no two
+// fields (those of embedded structs included) have the same JSON name.
+func plainStruct(t reflect.Type) bool {
+	if plain, ok := plainStructs.Load(t); ok {
+		return plain.(bool)
+	}
+	names := map[string]bool{}
+	plain := collectNames(t, names, 0)
+	plainStructs.Store(t, plain)
+	return plain
+}
+
+func collectNames(t reflect.Type, names map[string]bool, depth int) bool {
+	if depth > 8 {
+		return false
+	}
+	for i := range t.NumField() {
+		sf := t.Field(i)
+		tag := sf.Tag.Get("json")
+		name, opts, _ := strings.Cut(tag, ",")
+		if tag == "-" {
+			continue
+		}
+		if slices.Contains(strings.Split(opts, ","), "string") {
+			return false
+		}
+		if sf.Anonymous && name == "" {
+			et := sf.Type
+			if et.Kind() == reflect.Pointer {
+				et = et.Elem()
+			}
+			if et.Kind() != reflect.Struct || !collectNames(et, names, depth+1) {
+				return false
+			}
+			continue
+		}
+		if !sf.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = sf.Name
+		}
+		if !plainName(name) || names[name] {
+			return false
+		}
+		names[name] = true
+	}
+	return true
+}
+
+// plainName reports whether name is made of letters, digits, '_', '-', '.', '/' and '$'
+// only (encoding/json accepts more, and ignores a tag's name it does not accept).
+func plainName(name string) bool {
+	for _, r := range name {
+		if !unicode.IsLetter(r) && !unicode.IsDigit(r) && !strings.ContainsRune("_-./$", r) {
+			return false
+		}
+	}
+	return name != ""
 }
 
 // whole is encoding/json's encoding of v (through its address when it has one, so that
@@ -544,14 +643,23 @@ func emptyValue(v reflect.Value) bool {
 	return false
 }
 
-// zeroValue is what "omitzero" leaves out: a value whose IsZero method says so, else
-// the zero value of its type.
+// zeroValue is what "omitzero" leaves out, by encoding/json's rules for the field's
+// type: its IsZero method (of the value, or of a pointer to it), else the zero value.
 func zeroValue(v reflect.Value) bool {
-	if z, ok := v.Interface().(interface{ IsZero() bool }); ok {
-		if v.Kind() == reflect.Pointer && v.IsNil() {
-			return true
+	t := v.Type()
+	switch {
+	case (t.Kind() == reflect.Pointer || t.Kind() == reflect.Interface) && t.Implements(zeroer):
+		return v.IsNil() || (t.Kind() == reflect.Interface && v.Elem().Kind() == reflect.Pointer && v.Elem().IsNil()) ||
+			v.Interface().(interface{ IsZero() bool }).IsZero()
+	case t.Implements(zeroer):
+		return v.Interface().(interface{ IsZero() bool }).IsZero()
+	case reflect.PointerTo(t).Implements(zeroer):
+		if !v.CanAddr() {
+			boxed := reflect.New(t).Elem()
+			boxed.Set(v)
+			v = boxed
 		}
-		return z.IsZero()
+		return v.Addr().Interface().(interface{ IsZero() bool }).IsZero()
 	}
 	return v.IsZero()
 }

@@ -243,6 +243,8 @@ func (h *HealthController) syncHandler(ctx context.Context, key string) (_ contr
 		return controllerkit.Result{}, fmt.Errorf("reading Release %s: %w", key, err)
 	}
 	rel = rel.DeepCopy()
+	h.forgetReplaced(key, rel.UID)
+	defer h.stampMemory(key, rel.UID)
 
 	// 2. Shard gate.
 	cluster, missing, clusterErr := h.getCluster(ctx, rel)

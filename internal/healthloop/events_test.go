@@ -310,3 +310,33 @@ func TestEventReasonsDocumented(t *testing.T) {
 		}
 	}
 }
+
+// TestMemoryOfAReplacedRelease: a Release deleted and created again under the same name
+// between two passes is another Release. Its first condition, Healthy, records no Event
+// (though the loop remembers a Progressing edge of the old one), and it takes the time
+// of its own first assessment (not the transition time the loop remembers writing for
+// an old one that was Healthy too).
+func TestMemoryOfAReplacedRelease(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.withEvents()
+	f.readyRelease(time.Minute, 0)
+	f.configMap("a", "false")
+	f.inventory(cm("a", 0, "r1"))
+	f.lastAttempted("r1")
+	f.pass()
+	f.expectCondition(metav1.ConditionFalse, v1alpha1.ReasonProgressing)
+	f.configMap("a", "true")
+	for step := 1; step <= 2; step++ {
+		must(t, env.Client.Delete(f.ctx, f.getRelease()))
+		f.release(localRules(time.Minute), 0)
+		f.lastAttempted("r1")
+		f.clock.Step(time.Hour)
+		f.passHealthy()
+		if got := f.healthy().LastTransitionTime.Time; !got.Equal(t0.Add(time.Duration(step) * time.Hour)) {
+			t.Errorf("created again (%d): lastTransitionTime = %s, want %s (its first assessment)", step, got, t0.Add(time.Duration(step)*time.Hour))
+		}
+	}
+	time.Sleep(500 * time.Millisecond)
+	f.expectEvents("Release", f.rel)
+}

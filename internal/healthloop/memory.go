@@ -2,6 +2,8 @@ package healthloop
 
 import (
 	"maps"
+
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // releaseMemory is everything the loop keeps in memory about one Release between passes
@@ -11,6 +13,10 @@ import (
 // loses it costs at most one extra write or one extra sync request. One struct per
 // Release, so forgetting a Release is one delete and a new field cannot leak.
 type releaseMemory struct {
+	// uid is the Release's metadata.uid once a pass has stamped it (stampMemory): a
+	// Release deleted and created again under the same name is another Release, and
+	// nothing remembered of the old one applies to it (forgetReplaced).
+	uid types.UID
 	// attempts holds the attempt count of each pending target of the re-check backoff
 	// (recheck.go).
 	attempts map[string]int
@@ -37,7 +43,7 @@ type releaseMemory struct {
 	refused *refusal
 }
 
-// empty reports whether m holds nothing worth keeping.
+// empty reports whether m holds nothing worth keeping (the uid alone is not).
 func (m *releaseMemory) empty() bool {
 	return len(m.attempts) == 0 && m.owed == (owedState{}) && m.written == nil && !m.entriesWritten &&
 		m.eventKind == "" && !m.budgetCut && m.refused == nil
@@ -75,6 +81,35 @@ func (h *HealthController) recall(key string) releaseMemory {
 	out := *m
 	out.attempts = maps.Clone(m.attempts)
 	return out
+}
+
+// forgetReplaced drops the memory of the Release key when it is of another Release of
+// that name (deleted and created again between two passes, so that no pass saw it
+// gone): the condition this process wrote, the last Event's kind, the owed record and
+// the backoff are the old Release's. Then it stamps the memory with uid.
+func (h *HealthController) forgetReplaced(key string, uid types.UID) {
+	h.mu.Lock()
+	var old types.UID
+	if m := h.memory[key]; m != nil {
+		old = m.uid
+	}
+	h.mu.Unlock()
+	if old != "" && old != uid {
+		h.Log.V(1).Info("the Release was created again under its name: forgetting what was remembered of the old one",
+			"release", key, "uid", uid, "oldUID", old)
+		h.forget(key)
+	}
+	h.stampMemory(key, uid)
+}
+
+// stampMemory records uid as the Release that the memory of key is of (a memory made
+// during a pass is stamped when it ends).
+func (h *HealthController) stampMemory(key string, uid types.UID) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if m := h.memory[key]; m != nil {
+		m.uid = uid
+	}
 }
 
 // forget drops the in-memory state of the Release key: it is gone, or its shard moved
