@@ -121,8 +121,9 @@ func missingReasons(events []eventsv1.Event, want ...string) []string {
 }
 
 // showEvents prints the Events of the Release, kubectl-describe style, once the ones the
-// scenario must have produced are there: Healthy after r1 (also when the Release's first
-// condition was Healthy already), HookSucceeded, Degraded at r2. The recorder sends them
+// scenario must have produced are there: Healthy (from the Degraded of r2 when r2 is
+// rolled back, and from Progressing after r1 unless r1's first condition was Healthy
+// already, which is no edge), HookSucceeded, Degraded at r2. The recorder sends them
 // asynchronously, so it waits for them as long as the scenario may run (ctx), not for a
 // fixed time: a slow machine delays them, it does not lose them.
 func showEvents(ctx context.Context, c client.Client, namespace, name string, out io.Writer) error {

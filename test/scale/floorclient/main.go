@@ -12,8 +12,8 @@
 // what the observer's own work costs.
 //
 // It takes the observer's connection flags (--kubeconfig, --sync-url, --workers,
-// --kube-api-qps, --kube-api-burst) and --pprof-bind-address, and accepts and ignores the others the benchmark
-// passes.
+// --kube-api-qps, --kube-api-burst) and --pprof-bind-address (hack/scale
+// --cpu-profile), and accepts and ignores the others the benchmark passes.
 package main
 
 import (
