@@ -43,9 +43,9 @@ func (o *compactObject) GetResourceVersion() string { return o.resourceVersion }
 // fields (nil: all; health.Fields.Prune), then compactObject. A typed object (a
 // built-in type watched in protobuf, of kind gvk) is encoded from its Go object, only
 // its kept fields (health.Fields.MarshalKept): the same JSON as the kept fields of the
-// API server's, at a fifth of the cost of converting the object to unstructured content
-// and encoding that. Anything else (a tombstone, an object that does not encode) is kept
-// as it is.
+// API server's, with half the time and allocations of converting the object to
+// unstructured content and encoding that (BenchmarkCompactDeployment, a transform and a
+// read). Anything else (a tombstone, an object that does not encode) is kept as it is.
 func compactForCache(fields *health.Fields, gvk schema.GroupVersionKind) toolscache.TransformFunc {
 	return func(obj any) (any, error) { return compact(obj, fields, gvk) }
 }
