@@ -105,7 +105,7 @@ type withString struct {
 	B bool  `json:"b,string"`
 }
 type dashComma struct {
-	D string `json:"-,"`
+	D string `json:"-,"` //nolint:staticcheck // the name "-", as encoding/json reads it: what the test checks
 }
 type hiddenEmbed struct {
 	inX
@@ -137,7 +137,7 @@ type withText struct {
 	T textM `json:"t"`
 }
 type badTag struct {
-	A string `json:"a\"b"`
+	A string `json:"a\"b"` //nolint:staticcheck // a tag name encoding/json does not accept: what the test checks
 }
 
 // TestMarshalKeptOfUnusualShapes: Go shapes that the API types do not have, whose JSON
