@@ -12,40 +12,42 @@ import (
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 )
 
-// compareKept fails t when MarshalKept of v differs from Prune of v's JSON, or panics.
-func compareKept(t *testing.T, name string, f *Fields, v any) {
+// compareKept fails t when MarshalKept of v differs from Prune of v's JSON, or panics,
+// and reports whether they matched.
+func compareKept(t *testing.T, name string, f *Fields, v any) (same bool) {
 	t.Helper()
 	defer func() {
 		if r := recover(); r != nil {
 			t.Errorf("%s: PANIC in MarshalKept (fields %s): %v", name, f, r)
+			same = false
 		}
 	}()
 	raw, err := json.Marshal(v)
 	if err != nil {
 		t.Errorf("%s: json.Marshal: %v", name, err)
-		return
+		return false
 	}
-	var want map[string]any
-	if err := utiljson.Unmarshal(raw, &want); err != nil {
-		t.Errorf("%s: %v", name, err)
-		return
+	decode := func(b []byte) map[string]any {
+		var m map[string]any
+		if err := utiljson.Unmarshal(b, &m); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+		return m
 	}
+	want := decode(raw)
 	f.Prune(want)
 	kept, err := f.MarshalKept(v)
 	if err != nil {
-		t.Errorf("%s: MarshalKept err %v", name, err)
-		return
-	}
-	var got map[string]any
-	if err := utiljson.Unmarshal(kept, &got); err != nil {
-		t.Errorf("%s: %v", name, err)
-		return
+		t.Errorf("%s: MarshalKept: %v", name, err)
+		return false
 	}
 	w, _ := json.Marshal(want)
-	g, _ := json.Marshal(got)
+	g, _ := json.Marshal(decode(kept))
 	if string(w) != string(g) {
 		t.Errorf("%s (fields %s):\n  full JSON:   %s\n  Prune(JSON): %s\n  MarshalKept: %s", name, f, raw, w, g)
+		return false
 	}
+	return true
 }
 
 type inX struct {
