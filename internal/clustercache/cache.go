@@ -139,8 +139,10 @@ type Options struct {
 	// is watched in all namespaces with one informer instead of one per namespace.
 	// Default DefaultNamespaceThreshold.
 	NamespaceThreshold int
-	// SyncWait bounds how long a read waits for a new informer's first list before it
-	// falls back to a GET. Default 5s.
+	// SyncWait is how long a new informer's first list may deliver nothing before a
+	// read that waits for it asks whether the server answers /version (and how long an
+	// answer vouches for the server); a read waits at most 12 SyncWaits before it falls
+	// back to a GET. Default 5s.
 	SyncWait time.Duration
 	// FallbackRetry is how long a type whose list or watch is forbidden (or unserved)
 	// is read with GETs before watching it is tried again. Default 5m.

@@ -178,12 +178,31 @@ func (c *Cache) build(cluster *v1alpha1.Cluster, kubeconfig []byte) (*cachedClie
 	if err != nil {
 		return nil, fmt.Errorf("%w: building a client for Cluster %s: %w", ErrClusterNotConnected, cluster.Name, err)
 	}
-	direct := &dynamicReader{client: dyn, cluster: key, identity: cfg.Impersonate.UserName, holdDown: c.opts.HoldDown, clock: c.opts.Clock,
-		probe: func() error { _, err := disc.ServerVersion(); return err }}
 	var own []*http.Client
 	if kubeconfig != nil {
 		own = append(own, hc)
 	}
+	probe := disc
+	if cfg.Impersonate.UserName != "" {
+		// Whether the server answers at all is no read of the tenant's: the probe goes
+		// as the observer itself. In the read identity's flow it would queue behind that
+		// identity's own lists in the server's priority and fairness, and a busy server
+		// would look dead.
+		pcfg := rest.CopyConfig(gcfg)
+		pcfg.Impersonate = rest.ImpersonationConfig{}
+		phc, err := noRedirectClient(pcfg)
+		if err != nil {
+			return nil, fmt.Errorf("%w: building a client for Cluster %s: %w", ErrClusterNotConnected, cluster.Name, err)
+		}
+		if probe, err = discovery.NewDiscoveryClientForConfigAndClient(pcfg, phc); err != nil {
+			return nil, fmt.Errorf("%w: building a client for Cluster %s: %w", ErrClusterNotConnected, cluster.Name, err)
+		}
+		if kubeconfig != nil {
+			own = append(own, phc)
+		}
+	}
+	direct := &dynamicReader{client: dyn, cluster: key, identity: cfg.Impersonate.UserName, holdDown: c.opts.HoldDown, clock: c.opts.Clock,
+		probe: func() error { _, err := probe.ServerVersion(); return err }, answerFresh: c.opts.SyncWait}
 	if !c.opts.Watch {
 		return &cachedClient{reader: direct, own: own}, nil
 	}

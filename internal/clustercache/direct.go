@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/singleflight"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -28,12 +29,55 @@ type dynamicReader struct {
 	identity string
 	holdDown time.Duration
 	clock    clock.PassiveClock
-	// probe asks the server for /version: it tells a dead cluster from one slow object.
+	// probe asks the server for /version: it tells a dead cluster from one slow object
+	// or list. Callers go through answers, which shares one probe among them.
 	probe func() error
+	// answerFresh is how long an answer of the probe vouches for the server (SyncWait).
+	answerFresh time.Duration
 
-	mu        sync.Mutex
-	downUntil time.Time
-	downErr   error
+	flight     singleflight.Group
+	mu         sync.Mutex
+	downUntil  time.Time
+	downErr    error
+	answeredAt time.Time // the last answer of the probe
+}
+
+// answers reports whether the server answers /version (with any status): nil when the
+// probe answered within the last answerFresh, else after one probe that every caller
+// meanwhile shares, so that a busy server gets one probe per answerFresh, not one per
+// waiting read. A reader without a probe never vouches (errNoProbe).
+func (r *dynamicReader) answers() error {
+	if r.probe == nil {
+		return errNoProbe
+	}
+	r.mu.Lock()
+	fresh := r.clock.Since(r.answeredAt) < r.answerFresh
+	r.mu.Unlock()
+	if fresh {
+		return nil
+	}
+	_, err, _ := r.flight.Do("", func() (any, error) {
+		err := r.probe()
+		if !IsConnectionError(err) { // any status is an answer (a 403 for /version too)
+			err = nil
+			r.mu.Lock()
+			r.answeredAt = r.clock.Now()
+			r.mu.Unlock()
+		}
+		return nil, err
+	})
+	return err
+}
+
+var errNoProbe = errors.New("no probe of the server")
+
+// hold holds the cluster down for holdDown after err (a read or probe that got no
+// answer) and returns the error of reads meanwhile.
+func (r *dynamicReader) hold(err error) error {
+	r.mu.Lock()
+	r.downUntil, r.downErr = r.clock.Now().Add(r.holdDown), err
+	r.mu.Unlock()
+	return fmt.Errorf("%w: Cluster %s: %w", ErrClusterNotConnected, r.cluster, err)
 }
 
 // heldDown returns the error of a cluster held down after it did not answer, or nil.
@@ -90,15 +134,12 @@ func (r *dynamicReader) notAnswered(ctx context.Context, err error) error {
 		return fmt.Errorf("%w: Cluster %s: %w", ErrClusterNotConnected, r.cluster, err)
 	}
 	// A request that was connected and then timed out may be one slow object (a hung
-	// conversion webhook or aggregated API): ask the server itself before holding the
-	// whole cluster down. A failed dial needs no second opinion.
-	if !isDialError(err) && r.probe != nil && r.probe() == nil {
+	// conversion webhook or aggregated API) or a busy server: ask the server itself
+	// before holding the whole cluster down. A failed dial needs no second opinion.
+	if !isDialError(err) && r.answers() == nil {
 		return fmt.Errorf("the server answers, but not for this object: %w", err)
 	}
-	r.mu.Lock()
-	r.downUntil, r.downErr = r.clock.Now().Add(r.holdDown), err
-	r.mu.Unlock()
-	return fmt.Errorf("%w: Cluster %s: %w", ErrClusterNotConnected, r.cluster, err)
+	return r.hold(err)
 }
 
 // isDialError reports whether err failed to open a connection at all (refused,

@@ -28,10 +28,12 @@
 // namespaces that informers must cover: one informer per type and namespace, or one for
 // all namespaces above Options.NamespaceThreshold (with hysteresis). Informers hold the
 // objects as compact JSON without managedFields and the last-applied annotation. A read
-// answers from a synced informer; anything it cannot trust (not watched, not synced
-// within SyncWait while its list stalls, a broken watch, a miss, a type whose list or
-// watch is refused) is read with a GET, so a cache never answers "not found" from an
-// informer that has not synced. A cluster that does not answer is held down for
+// answers from a synced informer, and waits for one whose first list is under way
+// while the server answers (a stalled list makes it probe /version, once per SyncWait
+// for the cluster); anything it cannot trust (not watched, not synced within
+// syncWaitLimit SyncWaits, a broken watch, a miss, a type whose list or watch is
+// refused) is read with a GET, so a cache never answers "not found" from an informer
+// that has not synced. A cluster that does not answer is held down for
 // Options.HoldDown. Every time-based decision uses Options.Clock.
 //
 // Trade-off: cluster-api runs a controller-runtime cache per cluster and watches whole

@@ -104,6 +104,8 @@ func (l *requestLog) wrap(cfg *rest.Config) *rest.Config {
 			switch {
 			case r.URL.Query().Get("watch") == "true":
 				verb = "watch"
+			case r.URL.Path == "/version":
+				verb = "version" // the probe of a server that did not answer (dynamicReader.answers)
 			case strings.HasSuffix(r.URL.Path, "/configmaps") || strings.HasSuffix(r.URL.Path, "/secrets"):
 				verb = "list"
 			}

@@ -361,7 +361,12 @@ func (w *targetWatches) Get(ctx context.Context, gvr schema.GroupVersionResource
 		if s.err() != nil {
 			return w.get(ctx, sourceWatchFailed, gvr, namespace, name)
 		}
-		if w.waitSynced(ctx, s) != nil {
+		switch err := w.waitSynced(ctx, s); {
+		case ctx.Err() != nil: // our caller gave up: no verdict, as notAnswered
+			return nil, fmt.Errorf("%w: Cluster %s: %w", ErrClusterNotConnected, w.cluster, ctx.Err())
+		case errors.Is(err, ErrClusterNotConnected): // the server did not answer: held down
+			return nil, err
+		case err != nil:
 			return w.get(ctx, sourceNotSynced, gvr, namespace, name)
 		}
 	}
@@ -411,11 +416,15 @@ func (w *targetWatches) countRead(source string) {
 // keeps streaming.
 const syncWaitLimit = 12
 
-// waitSynced waits for s to sync while its first list makes progress, so that reads
-// wait for a big list instead of each sending a GET. It gives up when the list fails,
-// when nothing arrived for SyncWait (a cluster that stopped answering), and after
-// syncWaitLimit SyncWaits, all on the cache's clock. It returns nil once synced, else
-// why it gave up: the list's error, errStalled, or the wait's timeout.
+// waitSynced waits for s to sync, so that reads wait for a first list instead of each
+// sending a GET (a GET per read would add to the load of a server that is slow to
+// list). While the list delivers objects it waits. Once it delivered nothing for
+// SyncWait, it asks whether the server answers at all (dynamicReader.answers: one
+// /version probe per SyncWait, shared by every read of the cluster): a server that
+// answers is busy, not dead, and the read waits on; one that does not is held down.
+// It gives up when the list fails and after syncWaitLimit SyncWaits, all on the cache's
+// clock. It returns nil once synced, else why it gave up: the list's error, the hold-down
+// (wrapping ErrClusterNotConnected), errStalled (no probe to ask), or the wait's timeout.
 func (w *targetWatches) waitSynced(ctx context.Context, s *scopeInformer) error {
 	return pollUntil(ctx, w.opts.Clock, syncWaitLimit*w.opts.SyncWait, func() (bool, error) {
 		if s.informer.HasSynced() {
@@ -424,10 +433,25 @@ func (w *targetWatches) waitSynced(ctx context.Context, s *scopeInformer) error 
 		if err := s.err(); err != nil {
 			return false, err
 		}
-		if s.stalled(w.opts.SyncWait) {
+		if !s.stalled(w.opts.SyncWait) {
+			return false, nil
+		}
+		if w.direct == nil {
 			return false, errStalled
 		}
-		return false, nil
+		if err := w.direct.heldDown(); err != nil {
+			return false, err
+		}
+		switch err := w.direct.answers(); {
+		case err == nil:
+			return false, nil // busy, not dead: wait on
+		case errors.Is(err, errNoProbe):
+			return false, errStalled
+		case ctx.Err() != nil:
+			return false, ctx.Err() // no verdict on the server
+		default:
+			return false, w.direct.hold(err)
+		}
 	})
 }
 

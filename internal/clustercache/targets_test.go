@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -134,12 +135,16 @@ func TestForbiddenTypeFallsBackToGets(t *testing.T) {
 }
 
 // TestUnsyncedCacheNeverAnswersNotFound: while an informer's first list has not
-// returned, reads go to the server (after SyncWait) and find the object.
+// returned, a read never answers from the empty cache. On a server that answers /version
+// it waits for the list (here held for 3 SyncWaits) instead of sending a GET of its own,
+// and answers from the cache once the list is in; a list that has not ended after
+// syncWaitLimit SyncWaits is given up, and the read GETs the object.
 func TestUnsyncedCacheNeverAnswersNotFound(t *testing.T) {
 	ns := namespace(t)
 	configMap(t, ns, "a", "1")
 	log := &requestLog{}
 	log.holdLists.Store(true)
+	defer log.holdLists.Store(false)
 	cache := New(Options{Local: log.wrap(env.Config), Watch: true, SyncWait: 200 * time.Millisecond})
 	cluster := localCluster("unsynced")
 	reader, err := cache.GetReader(context.Background(), cluster)
@@ -148,21 +153,45 @@ func TestUnsyncedCacheNeverAnswersNotFound(t *testing.T) {
 	}
 	cache.Track("ns/r", cluster, []TargetRef{cmRef(ns, "a")})
 	notSynced := targetReads.WithLabelValues(toolscache.MetaObjectToName(cluster).String(), sourceNotSynced)
-	obj, err := reader.Get(context.Background(), gvrConfigMaps, ns, "a")
-	if err != nil || obj.GetName() != "a" {
-		t.Fatalf("read while the cache has not synced: %v, %v; want the object", obj, err)
+	type answer struct {
+		obj *unstructured.Unstructured
+		err error
 	}
-	// It waited for the sync and then asked the server; it did not look in the empty
-	// cache first (a miss there is also confirmed with a GET, see the next test).
-	if log.count("get") == 0 || testutil.ToFloat64(notSynced) != 1 {
-		t.Fatalf("GETs = %d, not-synced reads = %v; want a GET because the cache had not synced", log.count("get"), testutil.ToFloat64(notSynced))
+	done := make(chan answer, 1)
+	go func() {
+		obj, err := reader.Get(context.Background(), gvrConfigMaps, ns, "a")
+		done <- answer{obj, err}
+	}()
+	time.Sleep(600 * time.Millisecond)
+	select {
+	case a := <-done:
+		t.Fatalf("a read answered %v, %v while the first list was held; want it to wait", a.obj, a.err)
+	default:
 	}
 	log.holdLists.Store(false)
-	eventually(t, "the cache to sync and answer without a GET", func() bool {
-		gets := log.count("get")
-		_, err := reader.Get(context.Background(), gvrConfigMaps, ns, "a")
-		return err == nil && log.count("get") == gets
-	})
+	a := <-done
+	if a.err != nil || a.obj.GetName() != "a" {
+		t.Fatalf("read after the list came in: %v, %v; want the object", a.obj, a.err)
+	}
+	if log.count("get") != 0 || log.count("version") == 0 || testutil.ToFloat64(notSynced) != 0 {
+		t.Fatalf("GETs = %d, probes = %d, not-synced reads = %v; want the read to wait for the list after probing the server",
+			log.count("get"), log.count("version"), testutil.ToFloat64(notSynced))
+	}
+
+	log.holdLists.Store(true)
+	slow := localCluster("unsynced-long")
+	reader, err = cache.GetReader(context.Background(), slow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache.Track("ns/r2", slow, []TargetRef{cmRef(ns, "a")})
+	obj, err := reader.Get(context.Background(), gvrConfigMaps, ns, "a")
+	if err != nil || obj.GetName() != "a" {
+		t.Fatalf("read of a list held past the wait's limit: %v, %v; want the object", obj, err)
+	}
+	if log.count("get") == 0 {
+		t.Fatal("a read of a list held past the wait's limit found the object without a GET")
+	}
 }
 
 // TestMissInSyncedCacheIsConfirmed: an object created after the informer synced and

@@ -40,8 +40,9 @@ type Report struct {
 	// "VERB resource[/subresource]"; SteadyWindow is the length of the second.
 	ConvergeRequests, SteadyRequests counts
 	SteadyWindow                     time.Duration
-	// SteadyReads counts the observer's target reads by source during the window.
-	SteadyReads counts
+	// ConvergeReads counts the observer's target reads by source until converged,
+	// SteadyReads during the steady window.
+	ConvergeReads, SteadyReads counts
 	// CPUConverge is the observer's CPU time until converged; CPUSteady during the
 	// steady window; CPUTotal at the end.
 	CPUConverge, CPUSteady, CPUTotal time.Duration
@@ -214,6 +215,13 @@ func (r *Report) Table() string {
 	sort.Strings(sorted)
 	for _, k := range sorted {
 		fmt.Fprintf(&b, "| %s | %.0f | %.1f |\n", k, r.ConvergeRequests[k], perMin(r.SteadyRequests[k]))
+	}
+	if len(r.ConvergeReads) > 0 {
+		fmt.Fprintf(&b, "\nobserver target reads until converged by source:")
+		for _, k := range sortedKeys(r.ConvergeReads) {
+			fmt.Fprintf(&b, " %s=%.0f", k, r.ConvergeReads[k])
+		}
+		fmt.Fprintln(&b)
 	}
 	if len(r.SteadyReads) > 0 {
 		fmt.Fprintf(&b, "\nobserver target reads in the steady window by source:")

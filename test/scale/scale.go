@@ -303,6 +303,7 @@ func (r *run) measure(ctx context.Context) error {
 	rep.Sockets = procs.sockets()
 	pr := procs.process(ctx)
 	rep.Goroutines, rep.HeapInuse, rep.Passes = pr.goroutines, pr.heapInuse, pr.passes
+	rep.ConvergeReads = procs.reads(ctx)
 	r.logf("converged in %s", rep.Converge.Round(time.Millisecond))
 	if r.cfg.Floor {
 		rep.PeakRSS = procs.status("VmHWM")
