@@ -29,8 +29,10 @@ var timeoutErr = &url.Error{Op: "Get", URL: "https://target/version", Err: conte
 
 // TestReadsWaitForTheListOfABusyServer: a first list that delivers nothing for SyncWait
 // on a server that still answers /version is slow, not dead. The reads that wait for it
-// keep waiting (a GET each would add to the load of a server too busy to list), and
-// they share one probe per SyncWait however many they are.
+// keep waiting (a GET each would add to the load of a server too busy to list), here
+// through 8 SyncWaits in which the list delivers something every 2, until it ends. A
+// list silent for silentLimit SyncWaits is given up (the read then GETs), even though
+// the server answers: a hung list must not hold the workers.
 func TestReadsWaitForTheListOfABusyServer(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	var probes atomic.Int32
@@ -38,17 +40,18 @@ func TestReadsWaitForTheListOfABusyServer(t *testing.T) {
 	inf := &syncAfter{}
 	s := &scopeInformer{informer: inf, clock: clk}
 	s.touch()
-	start := clk.Now()
 	const reads = 50
 	done := make(chan error, reads)
 	var started sync.WaitGroup
 	for range reads {
 		started.Go(func() { done <- w.waitSynced(context.Background(), s) })
 	}
-	// Nothing arrives for 8 SyncWaits (well within syncWaitLimit); then the list ends.
-	for range 800 {
+	for i := range 800 {
 		clk.Step(10 * time.Millisecond)
 		time.Sleep(50 * time.Microsecond)
+		if i%200 == 199 {
+			s.touch()
+		}
 	}
 	select {
 	case err := <-done:
@@ -62,10 +65,59 @@ func TestReadsWaitForTheListOfABusyServer(t *testing.T) {
 		}
 	}
 	started.Wait()
-	// One per SyncWait of the fake time that passed (the reads see the sync a few steps
-	// late), not one per read.
-	if n, most := probes.Load(), int32(clk.Since(start)/time.Second)+1; n == 0 || n > most {
-		t.Fatalf("%d probes for %d reads over %v, want one per SyncWait (1s) at most", n, reads, clk.Since(start))
+	if probes.Load() == 0 {
+		t.Fatal("no probe while the list was silent for more than SyncWait")
+	}
+
+	silent := &scopeInformer{informer: &syncAfter{}, clock: clk}
+	silent.touch()
+	start := clk.Now()
+	go func() { done <- w.waitSynced(context.Background(), silent) }()
+	if err := stepUntil(clk, done); !errors.Is(err, errStalled) {
+		t.Fatalf("a read of a list silent on a server that answers: %v, want %v", err, errStalled)
+	}
+	if waited := clk.Since(start); waited < silentLimit*time.Second || waited > (silentLimit+1)*time.Second {
+		t.Fatalf("gave up on a silent list after %v, want silentLimit SyncWaits (%ds)", waited, silentLimit)
+	}
+}
+
+// TestOneProbeForManyReads: the reads that wait on one cluster share one probe however
+// many they are, and one whose context ends stops waiting for it.
+func TestOneProbeForManyReads(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	var probes atomic.Int32
+	entered, release := make(chan struct{}, 100), make(chan struct{})
+	w := busyWatches(clk, func() error {
+		probes.Add(1)
+		entered <- struct{}{}
+		<-release
+		return nil
+	})
+	const reads = 50
+	done := make(chan error, reads)
+	for range reads {
+		go func() { done <- w.direct.answers(context.Background()) }()
+	}
+	<-entered
+	ctx, cancel := context.WithCancel(context.Background())
+	gaveUp := make(chan error, 1)
+	go func() { gaveUp <- w.direct.answers(ctx) }()
+	cancel()
+	if err := <-gaveUp; !errors.Is(err, context.Canceled) {
+		t.Fatalf("a read whose context ended while the probe ran: %v, want context.Canceled", err)
+	}
+	time.Sleep(50 * time.Millisecond) // the other reads join the running probe
+	close(release)
+	for range reads {
+		if err := <-done; err != nil {
+			t.Fatalf("a read sharing the probe: %v", err)
+		}
+	}
+	if n := probes.Load(); n != 1 {
+		t.Fatalf("%d probes for %d reads at once, want 1", n, reads)
+	}
+	if err := w.direct.answers(context.Background()); err != nil || probes.Load() != 1 {
+		t.Fatalf("a read within SyncWait of the answer: %v after %d probes, want no new probe", err, probes.Load())
 	}
 }
 
@@ -100,7 +152,7 @@ func TestReadsOfASilentServerHoldItDown(t *testing.T) {
 	s = &scopeInformer{informer: inf, clock: clk}
 	s.touch()
 	go func() { done <- forbidden.waitSynced(context.Background(), s) }()
-	for range 300 {
+	for range 200 {
 		clk.Step(10 * time.Millisecond)
 		time.Sleep(50 * time.Microsecond)
 	}
@@ -143,7 +195,7 @@ func TestProbeGoesAsTheObserver(t *testing.T) {
 	if !ok || r.identity != "system:serviceaccount:ns:reader" {
 		t.Fatalf("reader %T of identity %q, want a dynamicReader as the ServiceAccount", reader, r.identity)
 	}
-	if err := r.answers(); err != nil {
+	if err := r.answers(context.Background()); err != nil {
 		t.Fatalf("probe: %v", err)
 	}
 	_, _ = r.Get(context.Background(), gvrConfigMaps, "default", "none")

@@ -141,8 +141,8 @@ type Options struct {
 	NamespaceThreshold int
 	// SyncWait is how long a new informer's first list may deliver nothing before a
 	// read that waits for it asks whether the server answers /version (and how long an
-	// answer vouches for the server); a read waits at most 12 SyncWaits before it falls
-	// back to a GET. Default 5s.
+	// answer vouches for the server); a read waits for a list silent for 3 SyncWaits, or
+	// for 12 SyncWaits in all, before it falls back to a GET. Default 5s.
 	SyncWait time.Duration
 	// FallbackRetry is how long a type whose list or watch is forbidden (or unserved)
 	// is read with GETs before watching it is tried again. Default 5m.

@@ -183,11 +183,14 @@ func (c *Cache) build(cluster *v1alpha1.Cluster, kubeconfig []byte) (*cachedClie
 		own = append(own, hc)
 	}
 	probe := disc
-	if cfg.Impersonate.UserName != "" {
-		// Whether the server answers at all is no read of the tenant's: the probe goes
-		// as the observer itself. In the read identity's flow it would queue behind that
-		// identity's own lists in the server's priority and fairness, and a busy server
-		// would look dead.
+	if cfg.Impersonate.UserName != "" && kubeconfig == nil {
+		// Whether the server answers at all is no read of the tenant's: the probe of the
+		// observer's own cluster goes as the observer itself. In the read identity's flow
+		// it would queue behind that identity's own lists in the server's priority and
+		// fairness, and a busy server would look dead. (It shares the process's cached
+		// transport, so its connections are the reads'. A kubeconfig's clients have
+		// transports of their own: there the probe stays on the reads' client, so that
+		// a dead connection of theirs is not vouched for by a fresh one.)
 		pcfg := rest.CopyConfig(gcfg)
 		pcfg.Impersonate = rest.ImpersonationConfig{}
 		phc, err := noRedirectClient(pcfg)
@@ -196,9 +199,6 @@ func (c *Cache) build(cluster *v1alpha1.Cluster, kubeconfig []byte) (*cachedClie
 		}
 		if probe, err = discovery.NewDiscoveryClientForConfigAndClient(pcfg, phc); err != nil {
 			return nil, fmt.Errorf("%w: building a client for Cluster %s: %w", ErrClusterNotConnected, cluster.Name, err)
-		}
-		if kubeconfig != nil {
-			own = append(own, phc)
 		}
 	}
 	direct := &dynamicReader{client: dyn, cluster: key, identity: cfg.Impersonate.UserName, holdDown: c.opts.HoldDown, clock: c.opts.Clock,

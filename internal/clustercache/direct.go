@@ -45,8 +45,10 @@ type dynamicReader struct {
 // answers reports whether the server answers /version (with any status): nil when the
 // probe answered within the last answerFresh, else after one probe that every caller
 // meanwhile shares, so that a busy server gets one probe per answerFresh, not one per
-// waiting read. A reader without a probe never vouches (errNoProbe).
-func (r *dynamicReader) answers() error {
+// waiting read. A caller whose ctx ends stops waiting (ctx's error; the probe goes on for
+// the others, bounded by the client's timeout). A reader without a probe never vouches
+// (errNoProbe).
+func (r *dynamicReader) answers(ctx context.Context) error {
 	if r.probe == nil {
 		return errNoProbe
 	}
@@ -56,7 +58,7 @@ func (r *dynamicReader) answers() error {
 	if fresh {
 		return nil
 	}
-	_, err, _ := r.flight.Do("", func() (any, error) {
+	ch := r.flight.DoChan("", func() (any, error) {
 		err := r.probe()
 		if !IsConnectionError(err) { // any status is an answer (a 403 for /version too)
 			err = nil
@@ -66,7 +68,12 @@ func (r *dynamicReader) answers() error {
 		}
 		return nil, err
 	})
-	return err
+	select {
+	case res := <-ch:
+		return res.Err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 var errNoProbe = errors.New("no probe of the server")
@@ -136,7 +143,7 @@ func (r *dynamicReader) notAnswered(ctx context.Context, err error) error {
 	// A request that was connected and then timed out may be one slow object (a hung
 	// conversion webhook or aggregated API) or a busy server: ask the server itself
 	// before holding the whole cluster down. A failed dial needs no second opinion.
-	if !isDialError(err) && r.answers() == nil {
+	if !isDialError(err) && r.answers(ctx) == nil {
 		return fmt.Errorf("the server answers, but not for this object: %w", err)
 	}
 	return r.hold(err)

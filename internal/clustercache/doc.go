@@ -30,10 +30,10 @@
 // objects as compact JSON without managedFields and the last-applied annotation. A read
 // answers from a synced informer, and waits for one whose first list is under way
 // while the server answers (a stalled list makes it probe /version, once per SyncWait
-// for the cluster); anything it cannot trust (not watched, not synced within
-// syncWaitLimit SyncWaits, a broken watch, a miss, a type whose list or watch is
-// refused) is read with a GET, so a cache never answers "not found" from an informer
-// that has not synced. A cluster that does not answer is held down for
+// for the cluster); anything it cannot trust (not synced within syncWaitLimit
+// SyncWaits or silent for silentLimit, not watched, a broken watch, a miss, a type
+// whose list or watch is refused) is read with a GET, so a cache never answers "not
+// found" from an informer that has not synced. A cluster that does not answer is held down for
 // Options.HoldDown. Every time-based decision uses Options.Clock.
 //
 // Trade-off: cluster-api runs a controller-runtime cache per cluster and watches whole

@@ -362,11 +362,12 @@ func (w *targetWatches) Get(ctx context.Context, gvr schema.GroupVersionResource
 			return w.get(ctx, sourceWatchFailed, gvr, namespace, name)
 		}
 		switch err := w.waitSynced(ctx, s); {
-		case ctx.Err() != nil: // our caller gave up: no verdict, as notAnswered
-			return nil, fmt.Errorf("%w: Cluster %s: %w", ErrClusterNotConnected, w.cluster, ctx.Err())
+		case err == nil:
 		case errors.Is(err, ErrClusterNotConnected): // the server did not answer: held down
 			return nil, err
-		case err != nil:
+		case ctx.Err() != nil: // our caller gave up: no verdict, as notAnswered
+			return nil, fmt.Errorf("%w: Cluster %s: %w", ErrClusterNotConnected, w.cluster, ctx.Err())
+		default:
 			return w.get(ctx, sourceNotSynced, gvr, namespace, name)
 		}
 	}
@@ -413,18 +414,25 @@ func (w *targetWatches) countRead(source string) {
 }
 
 // syncWaitLimit bounds, in SyncWaits, how long a read waits for a first list that
-// keeps streaming.
-const syncWaitLimit = 12
+// keeps streaming; silentLimit how long it waits for one that delivers nothing, even
+// while the server answers /version (a list that hangs on a server that answers must
+// not hold a worker for syncWaitLimit).
+const (
+	syncWaitLimit = 12
+	silentLimit   = 3
+)
 
 // waitSynced waits for s to sync, so that reads wait for a first list instead of each
 // sending a GET (a GET per read would add to the load of a server that is slow to
 // list). While the list delivers objects it waits. Once it delivered nothing for
 // SyncWait, it asks whether the server answers at all (dynamicReader.answers: one
 // /version probe per SyncWait, shared by every read of the cluster): a server that
-// answers is busy, not dead, and the read waits on; one that does not is held down.
-// It gives up when the list fails and after syncWaitLimit SyncWaits, all on the cache's
-// clock. It returns nil once synced, else why it gave up: the list's error, the hold-down
-// (wrapping ErrClusterNotConnected), errStalled (no probe to ask), or the wait's timeout.
+// answers is busy, not dead, and the read waits on, until the list has been silent for
+// silentLimit SyncWaits; one that does not answer is held down. It gives up when the
+// list fails and after syncWaitLimit SyncWaits, all on the cache's clock. It returns nil
+// once synced, else why it gave up: the list's error, the hold-down (wrapping
+// ErrClusterNotConnected), errStalled (silent for too long, or no probe to ask), or the
+// wait's timeout.
 func (w *targetWatches) waitSynced(ctx context.Context, s *scopeInformer) error {
 	return pollUntil(ctx, w.opts.Clock, syncWaitLimit*w.opts.SyncWait, func() (bool, error) {
 		if s.informer.HasSynced() {
@@ -436,13 +444,13 @@ func (w *targetWatches) waitSynced(ctx context.Context, s *scopeInformer) error 
 		if !s.stalled(w.opts.SyncWait) {
 			return false, nil
 		}
-		if w.direct == nil {
+		if w.direct == nil || s.stalled(silentLimit*w.opts.SyncWait) {
 			return false, errStalled
 		}
 		if err := w.direct.heldDown(); err != nil {
 			return false, err
 		}
-		switch err := w.direct.answers(); {
+		switch err := w.direct.answers(ctx); {
 		case err == nil:
 			return false, nil // busy, not dead: wait on
 		case errors.Is(err, errNoProbe):

@@ -136,16 +136,16 @@ func TestForbiddenTypeFallsBackToGets(t *testing.T) {
 
 // TestUnsyncedCacheNeverAnswersNotFound: while an informer's first list has not
 // returned, a read never answers from the empty cache. On a server that answers /version
-// it waits for the list (here held for 3 SyncWaits) instead of sending a GET of its own,
-// and answers from the cache once the list is in; a list that has not ended after
-// syncWaitLimit SyncWaits is given up, and the read GETs the object.
+// it waits for the list (here held for 2 SyncWaits) instead of sending a GET of its own,
+// and answers from the cache once the list is in; a list silent for silentLimit
+// SyncWaits is given up, and the read GETs the object.
 func TestUnsyncedCacheNeverAnswersNotFound(t *testing.T) {
 	ns := namespace(t)
 	configMap(t, ns, "a", "1")
 	log := &requestLog{}
 	log.holdLists.Store(true)
 	defer log.holdLists.Store(false)
-	cache := New(Options{Local: log.wrap(env.Config), Watch: true, SyncWait: 200 * time.Millisecond})
+	cache := New(Options{Local: log.wrap(env.Config), Watch: true, SyncWait: 500 * time.Millisecond})
 	cluster := localCluster("unsynced")
 	reader, err := cache.GetReader(context.Background(), cluster)
 	if err != nil {
@@ -162,7 +162,7 @@ func TestUnsyncedCacheNeverAnswersNotFound(t *testing.T) {
 		obj, err := reader.Get(context.Background(), gvrConfigMaps, ns, "a")
 		done <- answer{obj, err}
 	}()
-	time.Sleep(600 * time.Millisecond)
+	time.Sleep(time.Second)
 	select {
 	case a := <-done:
 		t.Fatalf("a read answered %v, %v while the first list was held; want it to wait", a.obj, a.err)
@@ -187,10 +187,10 @@ func TestUnsyncedCacheNeverAnswersNotFound(t *testing.T) {
 	cache.Track("ns/r2", slow, []TargetRef{cmRef(ns, "a")})
 	obj, err := reader.Get(context.Background(), gvrConfigMaps, ns, "a")
 	if err != nil || obj.GetName() != "a" {
-		t.Fatalf("read of a list held past the wait's limit: %v, %v; want the object", obj, err)
+		t.Fatalf("read of a list held silent past the wait's limit: %v, %v; want the object", obj, err)
 	}
 	if log.count("get") == 0 {
-		t.Fatal("a read of a list held past the wait's limit found the object without a GET")
+		t.Fatal("a read of a list held silent past the wait's limit found the object without a GET")
 	}
 }
 
