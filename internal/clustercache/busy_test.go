@@ -204,3 +204,23 @@ func TestProbeGoesAsTheObserver(t *testing.T) {
 			plain.Load(), impersonated.Load(), reads.Load())
 	}
 }
+
+// TestNoHoldDownWhenTheReadGaveUp: a read that timed out and whose context ends while
+// the probe runs gives no verdict on the server: the cluster is not held down.
+func TestNoHoldDownWhenTheReadGaveUp(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	entered, release := make(chan struct{}, 1), make(chan struct{})
+	defer close(release)
+	w := busyWatches(clk, func() error { entered <- struct{}{}; <-release; return timeoutErr })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.direct.notAnswered(ctx, timeoutErr) }()
+	<-entered
+	cancel()
+	if err := <-done; !errors.Is(err, ErrClusterNotConnected) {
+		t.Fatalf("a read that gave up during the probe: %v, want ErrClusterNotConnected", err)
+	}
+	if err := w.direct.heldDown(); err != nil {
+		t.Fatalf("held down by a read that gave up: %v", err)
+	}
+}

@@ -143,8 +143,13 @@ func (r *dynamicReader) notAnswered(ctx context.Context, err error) error {
 	// A request that was connected and then timed out may be one slow object (a hung
 	// conversion webhook or aggregated API) or a busy server: ask the server itself
 	// before holding the whole cluster down. A failed dial needs no second opinion.
-	if !isDialError(err) && r.answers(ctx) == nil {
-		return fmt.Errorf("the server answers, but not for this object: %w", err)
+	if !isDialError(err) {
+		switch aerr := r.answers(ctx); {
+		case aerr == nil:
+			return fmt.Errorf("the server answers, but not for this object: %w", err)
+		case ctx.Err() != nil: // gave up while the probe ran: no verdict either
+			return fmt.Errorf("%w: Cluster %s: %w", ErrClusterNotConnected, r.cluster, err)
+		}
 	}
 	return r.hold(err)
 }
