@@ -64,11 +64,11 @@ func must(t *testing.T, err error) {
 	}
 }
 
-// TestEndlessFirstListIsBounded: a tenant's server answers an informer's first list (a
-// watch with initial events) by streaming objects and never ending it. The informer is
-// stopped once the longest wait of a read for it (syncWaitLimit SyncWaits) has passed,
-// and its type is read with GETs: the server is not read, nor its objects held, for as
-// long as it streams.
+// TestEndlessFirstListIsBounded: a tenant's server answers an informer's first list by
+// streaming objects and never ending it, in a list's answer or, for a client that asks
+// for it, in a watch with initial events. The informer is stopped once the longest wait
+// of a read for it (syncWaitLimit SyncWaits) has passed, and its type is read with GETs:
+// the server is not read, nor its objects held, for as long as it streams.
 func TestEndlessFirstListIsBounded(t *testing.T) {
 	t.Parallel()
 	var streaming atomic.Bool
@@ -76,14 +76,26 @@ func TestEndlessFirstListIsBounded(t *testing.T) {
 	payload := strings.Repeat("B", 1<<10) // slow: far from MaxWatchBytes within the test
 	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		if r.URL.Query().Get("watch") != "true" || !streaming.CompareAndSwap(false, true) {
+		watching := r.URL.Query().Get("watch") == "true"
+		list := watching || strings.HasSuffix(r.URL.Path, "/configmaps")
+		if !list || !streaming.CompareAndSwap(false, true) {
 			w.WriteHeader(http.StatusNotFound)
 			fmt.Fprint(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404,"details":{"name":"x"}}`)
 			return
 		}
 		defer close(stopped)
+		if !watching {
+			fmt.Fprint(w, `{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":[`)
+		}
 		for i := 0; ; i++ {
-			if _, err := fmt.Fprintf(w, `{"type":"ADDED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"x%d","namespace":"team-a","resourceVersion":"%d"},"data":{"v":"%s"}}}`+"\n", i, i+1, payload); err != nil {
+			item := fmt.Sprintf(`{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"x%d","namespace":"team-a","resourceVersion":"%d"},"data":{"v":"%s"}}`, i, i+1, payload)
+			switch {
+			case watching:
+				item = `{"type":"ADDED","object":` + item + "}\n"
+			case i > 0:
+				item = "," + item
+			}
+			if _, err := fmt.Fprint(w, item); err != nil {
 				return // the observer hung up
 			}
 			w.(http.Flusher).Flush()

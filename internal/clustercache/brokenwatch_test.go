@@ -42,7 +42,11 @@ func (b *breakable) wrap(cfg *rest.Config) *rest.Config {
 			resp, err := rt.RoundTrip(r)
 			if err == nil && r.URL.Query().Get("watch") == "true" {
 				b.mu.Lock()
-				b.watches = append(b.watches, resp.Body)
+				if b.mode.Load() != "" {
+					_ = resp.Body.Close() // broken while the watch was being answered
+				} else {
+					b.watches = append(b.watches, resp.Body)
+				}
 				b.mu.Unlock()
 			}
 			return resp, err
@@ -52,14 +56,14 @@ func (b *breakable) wrap(cfg *rest.Config) *rest.Config {
 }
 
 // set breaks the cluster (mode "reset" or "503") or repairs it (""); breaking cuts
-// every open watch.
+// every open watch, and a watch whose answer comes after it.
 func (b *breakable) set(mode string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	b.mode.Store(mode)
 	if mode == "" {
 		return
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	for _, w := range b.watches {
 		_ = w.Close()
 	}
