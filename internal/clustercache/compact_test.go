@@ -114,16 +114,23 @@ func TestReadWaitsForAStreamingList(t *testing.T) {
 		t.Fatalf("a read gave up on a first list that kept streaming: %v", err)
 	}
 
-	stalled := &scopeInformer{informer: &syncAfter{}, clock: clk}
-	stalled.touch()
-	start := clk.Now()
-	go func() { done <- w.waitSynced(context.Background(), stalled) }()
-	if err := stepUntil(clk, done); !errors.Is(err, errStalled) {
+	if waited, err := waitOnASilentList(w, clk); !errors.Is(err, errStalled) {
 		t.Fatalf("waiting for a first list that delivered nothing: %v, want %v", err, errStalled)
-	}
-	if waited := clk.Since(start); waited < time.Second {
+	} else if waited < time.Second {
 		t.Fatalf("gave up on a silent first list after %v, before SyncWait (1s)", waited)
 	}
+}
+
+// waitOnASilentList runs w.waitSynced on an informer whose first list delivers nothing,
+// stepping clk until it returns; it returns the fake time it waited and its error.
+func waitOnASilentList(w *targetWatches, clk *clocktesting.FakeClock) (time.Duration, error) {
+	silent := &scopeInformer{informer: &syncAfter{}, clock: clk}
+	silent.touch()
+	start := clk.Now()
+	done := make(chan error)
+	go func() { done <- w.waitSynced(context.Background(), silent) }()
+	err := stepUntil(clk, done)
+	return clk.Since(start), err
 }
 
 // stepUntil steps clk by 10ms until done delivers, and returns what it delivered.

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilversion "k8s.io/apimachinery/pkg/util/version"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
@@ -118,12 +120,19 @@ func TestBuiltinTypesAreWatchedInProtobuf(t *testing.T) {
 					s, _ := cache.clients[toolscache.MetaObjectToName(cluster).String()].watches.covering(ref.GVR, ns)
 					return s != nil && s.informer.HasSynced()
 				})
-				got, err := reader.Get(ctx, ref.GVR, ns, ref.Name)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if want := live(ref.GVR, ref.Name); !equality.Semantic.DeepEqual(got.Object, want.Object) {
-					t.Fatalf("%s from the cache:\n%v\nfrom the API server:\n%v", ref.GVR.Resource, got.Object, want.Object)
+				// The first list comes from the watch cache, which may not hold an object
+				// created a moment before: that read is a GET (a whole object) until the
+				// watch brings it.
+				var got, want *unstructured.Unstructured
+				if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
+					var err error
+					if got, err = reader.Get(ctx, ref.GVR, ns, ref.Name); err != nil {
+						return false, err
+					}
+					want = live(ref.GVR, ref.Name)
+					return equality.Semantic.DeepEqual(got.Object, want.Object), nil
+				}); err != nil {
+					t.Fatalf("%s from the cache (%v):\n%v\nfrom the API server:\n%v", ref.GVR.Resource, err, got, want)
 				}
 			}
 			for resource, builtin := range map[string]bool{"deployments": true, "configmaps": true, "clusters": false} {
