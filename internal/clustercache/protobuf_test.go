@@ -120,9 +120,9 @@ func TestBuiltinTypesAreWatchedInProtobuf(t *testing.T) {
 					s, _ := cache.clients[toolscache.MetaObjectToName(cluster).String()].watches.covering(ref.GVR, ns)
 					return s != nil && s.informer.HasSynced()
 				})
-				// The first list comes from the watch cache, which may not hold an object
-				// created a moment before: that read is a GET (a whole object) until the
-				// watch brings it.
+				// A first list that does not yet hold an object created a moment before
+				// (a plain list from the watch cache) makes its read a GET, of a whole
+				// object, until the watch brings it.
 				var got, want *unstructured.Unstructured
 				if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
 					var err error
