@@ -75,7 +75,8 @@ func cmRef(ns, name string) TargetRef {
 	return TargetRef{GVR: gvrConfigMaps, Kind: "ConfigMap", Namespace: ns, Name: name}
 }
 
-// requestLog counts the requests of a client by verb (get, list, watch).
+// requestLog counts the requests of a client by verb (get, list, watch, version), and
+// the first lists by kind ("streamed list", "list from the watch cache").
 type requestLog struct {
 	mu sync.Mutex
 	n  map[string]int
@@ -111,6 +112,12 @@ func (l *requestLog) wrap(cfg *rest.Config) *rest.Config {
 			}
 			l.mu.Lock()
 			l.n[verb]++
+			if verb == "watch" && r.URL.Query().Get("sendInitialEvents") == "true" {
+				l.n["streamed list"]++ // a watch that streams the first list (client-go's WatchListClient)
+			}
+			if verb == "list" && r.URL.Query().Get("resourceVersion") == "0" {
+				l.n["list from the watch cache"]++
+			}
 			l.mu.Unlock()
 			// Hold the informer's first list, a LIST or a streaming watch-list.
 			if verb != "get" && strings.HasSuffix(r.URL.Path, "/configmaps") {
