@@ -27,17 +27,21 @@ type warmStart struct {
 func (w *warmStart) NeedLeaderElection() bool { return true }
 
 // Start waits for the caches warm reads and warms the target cache once; it returns
-// when done, or at once when the context ends.
+// when done, or at once when the context ends. It waits on the informers' sync
+// (HasSyncedChecker), not by polling them: the target clusters' first lists start the
+// moment the last of those caches is filled.
 func (w *warmStart) Start(ctx context.Context) error {
+	var synced []toolscache.DoneChecker
 	for _, obj := range []client.Object{&v1alpha1.Release{}, &v1alpha1.ReleaseInventory{}, &v1alpha1.Cluster{}, &extv1alpha1.GlobalHealthRuleSet{}} {
 		inf, err := w.cache.GetInformer(ctx, obj)
 		if err != nil {
 			w.h.Log.Info("no warm start of the target cache", "reason", err.Error())
 			return nil
 		}
-		if !toolscache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
-			return nil
-		}
+		synced = append(synced, inf.HasSyncedChecker())
+	}
+	if !toolscache.WaitFor(ctx, "", synced...) {
+		return nil
 	}
 	w.h.warm(ctx)
 	return nil

@@ -2,10 +2,13 @@ package inventory
 
 import (
 	"bytes"
+	"io"
+	"slices"
+	"strings"
 	"unique"
 
+	jsoniter "github.com/json-iterator/go"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
 )
@@ -66,24 +69,110 @@ func intern(s string) string {
 }
 
 // compactFields reduces mf's field set to the list elements of entries and hooks that
-// the manager owns (the paths that Ownership.EntryOwnedBy and HookOwnedBy test).
+// the manager owns (the paths that Ownership.EntryOwnedBy and HookOwnedBy test). A set
+// that does not read as FieldsV1 is kept as it is.
 func compactFields(mf *metav1.ManagedFieldsEntry) {
 	if mf.FieldsV1 == nil {
 		return
 	}
-	set := &fieldpath.Set{}
-	if err := set.FromJSON(bytes.NewReader(mf.FieldsV1.GetRawBytes())); err != nil {
-		return
+	if raw, ok := ownedElements(mf.FieldsV1.GetRawBytes()); ok {
+		mf.FieldsV1.SetRawBytes(raw)
 	}
-	kept := &fieldpath.Set{}
-	set.Iterate(func(p fieldpath.Path) {
-		if len(p) == 2 && p[0].FieldName != nil && (*p[0].FieldName == "entries" || *p[0].FieldName == "hooks") && p[1].Key != nil {
-			kept.Insert(p)
+}
+
+// ownedLists are the lists whose elements ownedElements keeps, in the order that
+// FieldsV1 sorts them.
+var ownedLists = [...]string{"f:entries", "f:hooks"}
+
+// ownedElements returns, from the FieldsV1 set raw, the set of the elements of the
+// entries and hooks lists ("k:" keys) that it holds as members, in FieldsV1 ("{}" for
+// none), in a slice of its own length; false when raw is not a JSON object.
+//
+// It reads raw as a stream and keeps only those keys, instead of parsing the whole set
+// (every field of every entry) and serializing what is kept: the transform runs on
+// every watch event of an inventory, one of them per write of the observer's own
+// fields. An element is a member of the set when its object holds "." or no field
+// (FieldsV1's leaf) or, as fieldpath reads it, only keys of types it does not know.
+// The API server stores every set as fieldpath serializes it (keys sorted, once each),
+// and this reads such a set as fieldpath.Set.FromJSON does; of anything else it
+// checks only the JSON and the kept keys' places, and ReadOwnership reports a kept
+// key that does not parse.
+func ownedElements(raw []byte) ([]byte, bool) {
+	iter := jsoniter.ConfigCompatibleWithStandardLibrary.BorrowIterator(raw)
+	defer jsoniter.ConfigCompatibleWithStandardLibrary.ReturnIterator(iter)
+	var kept [len(ownedLists)][]string
+	iter.ReadMapCB(func(iter *jsoniter.Iterator, field string) bool {
+		list := slices.Index(ownedLists[:], field)
+		if list < 0 {
+			iter.Skip()
+			return true
 		}
+		var keys []string
+		listKnown := false // a list repeated with a known key replaces the one before, as in fieldpath
+		ok := iter.ReadMapCB(func(iter *jsoniter.Iterator, key string) bool {
+			if knownKey(key) {
+				listKnown = true
+			}
+			if !strings.HasPrefix(key, "k:") {
+				iter.Skip()
+				return true
+			}
+			dot, known := false, false
+			ok := iter.ReadMapCB(func(iter *jsoniter.Iterator, child string) bool {
+				switch {
+				case child == ".":
+					dot = true
+				case knownKey(child):
+					known = true
+				}
+				iter.Skip()
+				return true
+			})
+			if ok && (dot || !known) {
+				keys = append(keys, key)
+			}
+			return ok
+		})
+		if listKnown {
+			kept[list] = keys
+		}
+		return ok
 	})
-	raw, err := kept.ToJSON()
-	if err != nil {
-		return
+	if iter.Error != nil {
+		return nil, false
 	}
-	mf.FieldsV1.SetRawBytes(raw)
+	if iter.WhatIsNext(); iter.Error != io.EOF {
+		return nil, false // trailing data
+	}
+	stream := jsoniter.ConfigCompatibleWithStandardLibrary.BorrowStream(nil)
+	defer jsoniter.ConfigCompatibleWithStandardLibrary.ReturnStream(stream)
+	stream.WriteObjectStart()
+	first := true
+	for list, keys := range kept {
+		if len(keys) == 0 {
+			continue
+		}
+		if !first {
+			stream.WriteMore()
+		}
+		first = false
+		stream.WriteObjectField(ownedLists[list])
+		stream.WriteObjectStart()
+		for i, key := range keys {
+			if i > 0 {
+				stream.WriteMore()
+			}
+			stream.WriteObjectField(key)
+			stream.WriteEmptyObject()
+		}
+		stream.WriteObjectEnd()
+	}
+	stream.WriteObjectEnd()
+	return bytes.Clone(stream.Buffer()), true
+}
+
+// knownKey reports whether key is of a path element type that fieldpath knows (a field,
+// key, value or index); fieldpath drops the others as it reads.
+func knownKey(key string) bool {
+	return len(key) >= 2 && key[1] == ':' && strings.IndexByte("fkvi", key[0]) >= 0
 }

@@ -2,6 +2,7 @@ package inventory
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"os"
 	"regexp"
@@ -11,6 +12,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/kube-openapi/pkg/validation/strfmt"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
 )
@@ -65,6 +67,57 @@ func FuzzReadOwnership(f *testing.F) {
 		}
 		own.RecordedHooks(inv, FieldManagerHookStatus)
 	})
+}
+
+// FuzzCompactFields: CompactForCache keeps of any field set that fieldpath reads
+// exactly the members it holds under entries and hooks ("k:" keys), as fieldpath reads
+// them (the set that compactFields reduced with fieldpath before it read the JSON as
+// a stream); and what it keeps reads as a set.
+func FuzzCompactFields(f *testing.F) {
+	for _, seed := range []string{
+		`{"f:entries":{"k:{\"group\":\"\",\"kind\":\"ConfigMap\",\"name\":\"a\",\"namespace\":\"d\"}":{".":{},"f:group":{}}}}`,
+		`{"f:entries":{"k:{\"name\":\"a\"}":{"f:state":{}},"k:{\"name\":\"b\"}":{}},"f:hooks":{"k:{\"name\":\"pre\"}":{".":{},"f:name":{}}},"f:x":{".":{}}}`,
+		`{"f:entries":{"k:{\"name\":\"a\"}":{"x:y":{}}}}`, `{"f:entries":{"k:{\"name\":\"a\"}":null}}`,
+		`{"f:entries":{"k:{\"name\":\"a\"}":{}},"f:entries":{"f:z":{}}}`, `{"f:entries":{"k:{\"name\":\"a\"}":{}},"f:entries":{}}`,
+		`{"f:hooks":{"k:{\"name\":\"b\"}":{},"k:{\"name\":\"a\"}":{}}}`,
+		`{}`, `{"f:entries":{}}`, `{"f:entries":{"k:{}":{}}}`, `{"f:entries":{"v:1":{}}}`, `{"f:entries":{"i:0":{}}}`,
+		`{"f:hooks":{"k:{\"name\":1}":{}}}`, `{"k:":{}}`, `[]`, `null`, `{"f:a":{"f:b":{"f:c":{".":{}}}}}`, `{} {}`, `{"f:entries":5}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		want, err := ownedByFieldpath(raw)
+		got, ok := ownedElements(raw)
+		if err != nil {
+			return // kept as it is, or reduced: ReadOwnership reports a kept key that does not parse
+		}
+		if !ok {
+			t.Fatalf("%s: not read, fieldpath reads it", raw)
+		}
+		set := &fieldpath.Set{}
+		if err := set.FromJSON(bytes.NewReader(got)); err != nil {
+			t.Fatalf("%s: kept %s, which does not read: %v", raw, got, err)
+		}
+		if !set.Equals(want) {
+			t.Fatalf("%s: kept %s, want %s", raw, set, want)
+		}
+	})
+}
+
+// ownedByFieldpath is what compactFields kept before it read the set as a stream: the
+// set's paths entries[k] and hooks[k], by fieldpath.
+func ownedByFieldpath(raw []byte) (*fieldpath.Set, error) {
+	set := &fieldpath.Set{}
+	if err := set.FromJSON(bytes.NewReader(raw)); err != nil {
+		return nil, err
+	}
+	kept := &fieldpath.Set{}
+	set.Iterate(func(p fieldpath.Path) {
+		if len(p) == 2 && p[0].FieldName != nil && (*p[0].FieldName == "entries" || *p[0].FieldName == "hooks") && p[1].Key != nil {
+			kept.Insert(p)
+		}
+	})
+	return kept, nil
 }
 
 // crdTimePattern is the pattern that the CRD puts on every time of the inventory

@@ -106,7 +106,7 @@ func RecordedHooks(inv *v1alpha1.ReleaseInventory, manager string) ([]v1alpha1.H
 // RecordedEntries is the package function for an inventory whose ownership o was read
 // from (so one pass parses the managedFields once).
 func (o *Ownership) RecordedEntries(inv *v1alpha1.ReleaseInventory, manager string) ([]v1alpha1.InventoryEntry, bool) {
-	var out []v1alpha1.InventoryEntry
+	out := make([]v1alpha1.InventoryEntry, 0, len(inv.Entries)) // most are recorded
 	stale := false
 	for i := range inv.Entries {
 		k := KeyOf(&inv.Entries[i])
