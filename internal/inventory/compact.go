@@ -28,7 +28,22 @@ func CompactForCache(obj any) (any, error) {
 		return obj, nil
 	}
 	for i := range inv.ManagedFields {
-		compactFields(&inv.ManagedFields[i])
+		mf := &inv.ManagedFields[i]
+		compactFields(mf)
+		for _, s := range []*string{&mf.Manager, &mf.APIVersion, &mf.FieldsType, &mf.Subresource} {
+			*s = intern(*s)
+		}
+		mf.Operation = metav1.ManagedFieldsOperationType(intern(string(mf.Operation)))
+		// The controller-manager and the observer's entries apply own the same elements:
+		// their reduced sets are the same bytes, kept once (the cache's objects are
+		// read, never changed).
+		for j := range i {
+			if other := inv.ManagedFields[j].FieldsV1; other != nil && mf.FieldsV1 != nil &&
+				bytes.Equal(other.GetRawBytes(), mf.FieldsV1.GetRawBytes()) {
+				mf.FieldsV1 = other
+				break
+			}
+		}
 	}
 	// The decoder grows lists by doubling: up to half of a list's array is room that the
 	// cache would keep for good (about 1 KiB for 10 entries).
@@ -41,6 +56,11 @@ func CompactForCache(obj any) (any, error) {
 			*s = intern(*s)
 		}
 		e.State = v1alpha1.HealthState(intern(string(e.State)))
+		if d := e.DecidedBy; d != nil {
+			for _, s := range []*string{&d.Kind, &d.Namespace, &d.Name, &d.Cause} {
+				*s = intern(*s)
+			}
+		}
 	}
 	for i := range inv.Hooks {
 		hk := &inv.Hooks[i]
@@ -75,8 +95,10 @@ func compactFields(mf *metav1.ManagedFieldsEntry) {
 	if mf.FieldsV1 == nil {
 		return
 	}
-	if raw, ok := ownedElements(mf.FieldsV1.GetRawBytes()); ok {
-		mf.FieldsV1.SetRawBytes(raw)
+	stream := jsoniter.ConfigCompatibleWithStandardLibrary.BorrowStream(nil)
+	defer jsoniter.ConfigCompatibleWithStandardLibrary.ReturnStream(stream)
+	if ownedElements(mf.FieldsV1.GetRawBytes(), stream) {
+		mf.FieldsV1.SetRawBytes(stream.Buffer()) // a copy of its own length
 	}
 }
 
@@ -84,9 +106,9 @@ func compactFields(mf *metav1.ManagedFieldsEntry) {
 // FieldsV1 sorts them.
 var ownedLists = [...]string{"f:entries", "f:hooks"}
 
-// ownedElements returns, from the FieldsV1 set raw, the set of the elements of the
-// entries and hooks lists ("k:" keys) that it holds as members, in FieldsV1 ("{}" for
-// none), in a slice of its own length; false when raw is not a JSON object.
+// ownedElements writes to stream, from the FieldsV1 set raw, the set of the elements of
+// the entries and hooks lists ("k:" keys) that it holds as members, in FieldsV1 ("{}"
+// for none); false (and nothing written) when raw is not a JSON object.
 //
 // It reads raw as a stream and keeps only those keys, instead of parsing the whole set
 // (every field of every entry) and serializing what is kept: the transform runs on
@@ -97,7 +119,7 @@ var ownedLists = [...]string{"f:entries", "f:hooks"}
 // and this reads such a set as fieldpath.Set.FromJSON does; of anything else it
 // checks only the JSON and the kept keys' places, and ReadOwnership reports a kept
 // key that does not parse.
-func ownedElements(raw []byte) ([]byte, bool) {
+func ownedElements(raw []byte, stream *jsoniter.Stream) bool {
 	iter := jsoniter.ConfigCompatibleWithStandardLibrary.BorrowIterator(raw)
 	defer jsoniter.ConfigCompatibleWithStandardLibrary.ReturnIterator(iter)
 	var kept [len(ownedLists)][]string
@@ -139,13 +161,11 @@ func ownedElements(raw []byte) ([]byte, bool) {
 		return ok
 	})
 	if iter.Error != nil {
-		return nil, false
+		return false
 	}
 	if iter.WhatIsNext(); iter.Error != io.EOF {
-		return nil, false // trailing data
+		return false // trailing data
 	}
-	stream := jsoniter.ConfigCompatibleWithStandardLibrary.BorrowStream(nil)
-	defer jsoniter.ConfigCompatibleWithStandardLibrary.ReturnStream(stream)
 	stream.WriteObjectStart()
 	first := true
 	for list, keys := range kept {
@@ -168,7 +188,7 @@ func ownedElements(raw []byte) ([]byte, bool) {
 		stream.WriteObjectEnd()
 	}
 	stream.WriteObjectEnd()
-	return bytes.Clone(stream.Buffer()), true
+	return true
 }
 
 // knownKey reports whether key is of a path element type that fieldpath knows (a field,

@@ -87,7 +87,7 @@ func FuzzCompactFields(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		want, err := ownedByFieldpath(raw)
-		got, ok := ownedElements(raw)
+		got, ok := ownedElementsOf(raw)
 		if err != nil {
 			return // kept as it is, or reduced: ReadOwnership reports a kept key that does not parse
 		}
