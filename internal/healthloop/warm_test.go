@@ -1,11 +1,14 @@
 package healthloop
 
 import (
+	"context"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
+	ctrlcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
@@ -59,5 +62,41 @@ func TestWarmStartWatchesBeforeThePass(t *testing.T) {
 	f.passHealthy()
 	if got := cache.Scopes(target); len(got) != 1 || got[0] != scopes[0] {
 		t.Fatalf("after the pass the target cache watches %v: want the warm start's %v", got, scopes)
+	}
+}
+
+// TestWarmStartWaitsForTheCaches: the leader's warm start (the manager's Runnable)
+// waits until the management caches it reads are filled, then starts the informers of
+// what the recorded inventories name; it does not run on caches that have not started.
+func TestWarmStartWaitsForTheCaches(t *testing.T) {
+	f := newFixture(t)
+	cache, _ := f.watching()
+	f.configMapRules("rules", readyRule)
+	f.configMap("a", "true")
+	f.release(localRules(0), 0)
+	f.inventory(cm("a", 0, ""))
+	ca, err := ctrlcache.New(env.Config, ctrlcache.Options{Scheme: env.Client.Scheme(),
+		DefaultNamespaces: map[string]ctrlcache.Config{f.ns: {}}})
+	must(t, err)
+	f.h.Reader = ca
+	ctx, cancel := context.WithCancel(f.ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- (&warmStart{h: f.h, cache: ca}).Start(ctx) }()
+	target := toolscache.ObjectName{Namespace: f.ns, Name: "target"}.String()
+	select {
+	case <-done:
+		t.Fatalf("the warm start returned before its caches started (target cache watches %v)", cache.Scopes(target))
+	case <-time.After(300 * time.Millisecond):
+	}
+	go func() { _ = ca.Start(ctx) }()
+	select {
+	case err := <-done:
+		must(t, err)
+	case <-time.After(time.Minute):
+		t.Fatal("the warm start did not return after its caches synced")
+	}
+	if scopes := cache.Scopes(target); len(scopes) != 1 || !strings.HasPrefix(scopes[0], "configmaps") {
+		t.Fatalf("after the warm start the target cache watches %v: want the ConfigMaps", scopes)
 	}
 }
