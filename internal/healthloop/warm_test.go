@@ -85,8 +85,8 @@ func TestWarmStartWaitsForTheCaches(t *testing.T) {
 	go func() { done <- (&warmStart{h: f.h, cache: ca}).Start(ctx) }()
 	target := toolscache.ObjectName{Namespace: f.ns, Name: "target"}.String()
 	select {
-	case <-done:
-		t.Fatalf("the warm start returned before its caches started (target cache watches %v)", cache.Scopes(target))
+	case err := <-done:
+		t.Fatalf("the warm start returned (%v) before its caches started (target cache watches %v)", err, cache.Scopes(target))
 	case <-time.After(300 * time.Millisecond):
 	}
 	go func() { _ = ca.Start(ctx) }()
