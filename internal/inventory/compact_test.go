@@ -182,3 +182,21 @@ func BenchmarkCachedInventory(b *testing.B) {
 		runtime.KeepAlive(kept)
 	}
 }
+
+// TestCompactFieldsDeepSet: a set nested deeper than the JSON reader goes is kept as it
+// is (ReadOwnership then reports it), without exhausting the stack.
+func TestCompactFieldsDeepSet(t *testing.T) {
+	const depth = 1_000_000
+	raw := `{"f:entries":{"k:{\"name\":\"a\"}":` + strings.Repeat(`{"f:x":`, depth) + "{}" + strings.Repeat("}", depth) + "}}"
+	if got, ok := ownedElementsOf([]byte(raw)); ok {
+		t.Fatalf("a set %d deep read as %.100s", depth, got)
+	}
+	inv := &v1alpha1.ReleaseInventory{ObjectMeta: metav1.ObjectMeta{ManagedFields: []metav1.ManagedFieldsEntry{
+		{Manager: "convoy-controller-manager", FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(raw)}}}}
+	if _, err := CompactForCache(inv); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadOwnership(inv); err == nil {
+		t.Fatal("ReadOwnership read a set nested a million deep")
+	}
+}
