@@ -62,7 +62,7 @@ func main() {
 	if err != nil {
 		fail(err)
 	}
-	defer os.RemoveAll(dir)
+	binDir = dir
 	bin := *binary
 	if bin == "" {
 		if bin, err = scale.Build(root, dir); err != nil {
@@ -103,7 +103,7 @@ func main() {
 		if len(fleets) > 1 || fleets[0] != 0 || len(selections) > 1 {
 			fail(fmt.Errorf("--floor compares one selection on the management cluster: no --clusters, one --rules"))
 		}
-		os.Exit(floorPairs(ctx, ns, *floor, func(n int, useFloor bool) scale.Config {
+		exit(floorPairs(ctx, ns, *floor, func(n int, useFloor bool) scale.Config {
 			cfg := scale.Config{Releases: n, Objects: *objects, Changes: *changes, PerNamespace: *perNS,
 				Steady: time.Second, Interval: *interval, ConvergeTimeout: *timeout, Rules: selections[0],
 				Binary: bin, Args: strings.Fields(*args), Log: os.Stderr, CPUProfile: *cpuProfile}
@@ -166,7 +166,7 @@ runs:
 	for _, line := range summary {
 		fmt.Println(line)
 	}
-	os.Exit(status)
+	exit(status)
 }
 
 // fleetLine is one run of the fleet comparison: | N | C | converge | CPU | RSS | heap per
@@ -220,5 +220,16 @@ func floorPairs(ctx context.Context, ns []int, p int, config func(n int, floor b
 
 func fail(err error) {
 	fmt.Fprintln(os.Stderr, "bench-scale:", err)
-	os.Exit(2)
+	exit(2)
+}
+
+// binDir holds the binaries that the benchmark built; exit removes it (os.Exit runs no
+// deferred call).
+var binDir string
+
+func exit(code int) {
+	if binDir != "" {
+		_ = os.RemoveAll(binDir)
+	}
+	os.Exit(code)
 }

@@ -251,3 +251,18 @@ type listThenWatch struct{ *toolscache.ListWatch }
 // IsWatchListSemanticsUnSupported tells client-go's reflector not to stream the first
 // list (k8s.io/client-go/util/watchlist).
 func (listThenWatch) IsWatchListSemanticsUnSupported() bool { return true }
+
+// NewListThenWatchInformer is toolscache.NewSharedIndexInformer with the first list a
+// plain list (listThenWatch), in the shape of controller-runtime's
+// cache.Options.NewInformer: the observer's management cache starts its informers as
+// the target informers start. A streamed first list ends when the watch cache is as
+// fresh as etcd: of a type that nobody writes (HealthRuleSets, at most sites) that took
+// a second at 1,000 Releases in the benchmark (0.03 s as a plain list), and the health
+// controller starts no pass until every informer of its sources has synced. A
+// ListerWatcher that is not a *toolscache.ListWatch is used as it is.
+func NewListThenWatchInformer(lw toolscache.ListerWatcher, example runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {
+	if l, ok := lw.(*toolscache.ListWatch); ok {
+		lw = listThenWatch{l}
+	}
+	return toolscache.NewSharedIndexInformer(lw, example, resync, indexers)
+}

@@ -103,6 +103,8 @@ func New(ctx context.Context, cfg *rest.Config, o *Options) (manager.Manager, er
 		&v1alpha1.Release{}:          strip, &v1alpha1.Cluster{}: strip,
 		&extv1alpha1.GlobalHealthRuleSet{}: strip, &extv1alpha1.HealthRuleSet{}: strip,
 	}
+	// Every informer's first list is a plain list, not a stream (clustercache.NewListThenWatchInformer).
+	opts.Cache.NewInformer = clustercache.NewListThenWatchInformer
 	if len(m.Namespaces) > 0 {
 		opts.Cache.DefaultNamespaces = map[string]cache.Config{}
 		for _, ns := range m.Namespaces {

@@ -43,6 +43,7 @@ import (
 	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
 	acv1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1/applyconfiguration/api/v1alpha1"
+	"github.com/kumodo/convoy-observer/internal/clustercache"
 	"github.com/kumodo/convoy-observer/internal/inventory"
 	"github.com/kumodo/convoy-observer/internal/scheme"
 )
@@ -80,7 +81,8 @@ func run(ctx context.Context, kubeconfig, syncURL string, workers int, qps float
 	}
 	cfg.QPS, cfg.Burst = qps, burst
 	sch := scheme.New()
-	ca, err := cache.New(cfg, cache.Options{Scheme: sch})
+	// The observer's cache: every informer's first list is a plain list.
+	ca, err := cache.New(cfg, cache.Options{Scheme: sch, NewInformer: clustercache.NewListThenWatchInformer})
 	if err != nil {
 		return err
 	}
