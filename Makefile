@@ -100,7 +100,7 @@ test-faults:
 FUZZTIME ?= 30s
 fuzz:
 	assets="$$($(CONTROLPLANE))"; export KUBEBUILDER_ASSETS="$$assets"; \
-	for t in FuzzReadOwnership FuzzCompactFields FuzzTimeAdmission FuzzHookTimeout; do go test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) -parallel 1 ./internal/inventory/; done; \
+	for t in FuzzReadOwnership FuzzOwnershipAsFieldpath FuzzCompactFields FuzzTimeAdmission FuzzHookTimeout; do go test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) -parallel 1 ./internal/inventory/; done; \
 	for t in FuzzDecodeObjects FuzzDecodeRuleSets; do go test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) -parallel 1 ./health/manifest/; done; \
 	go test -run '^$$' -fuzz '^FuzzFunctionArguments$$' -fuzztime $(FUZZTIME) -parallel 1 ./health/celbound/; \
 	go test -run '^$$' -fuzz '^FuzzRESTConfig$$' -fuzztime $(FUZZTIME) -parallel 1 ./internal/kubeconfig/

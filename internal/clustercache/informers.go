@@ -255,11 +255,13 @@ func (listThenWatch) IsWatchListSemanticsUnSupported() bool { return true }
 // NewListThenWatchInformer is toolscache.NewSharedIndexInformer with the first list a
 // plain list (listThenWatch), in the shape of controller-runtime's
 // cache.Options.NewInformer: the observer's management cache starts its informers as
-// the target informers start. A streamed first list ends when the watch cache is as
-// fresh as etcd: of a type that nobody writes (HealthRuleSets, at most sites) that took
-// a second at 1,000 Releases in the benchmark (0.03 s as a plain list), and the health
-// controller starts no pass until every informer of its sources has synced. A
-// ListerWatcher that is not a *toolscache.ListWatch is used as it is.
+// the target informers start. An API server whose watch cache of a type is not ready
+// (a custom resource that nobody has read since the server started or the CRD was
+// installed: HealthRuleSets, at most sites) answers a streamed first list "429,
+// Retry-After: 1", and a plain list from etcd; the health controller starts no pass
+// until every informer of its sources has synced, so that second was the whole start's
+// at 1,000 Releases in the benchmark. A ListerWatcher that is not a *toolscache.ListWatch
+// is used as it is.
 func NewListThenWatchInformer(lw toolscache.ListerWatcher, example runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {
 	if l, ok := lw.(*toolscache.ListWatch); ok {
 		lw = listThenWatch{l}

@@ -107,22 +107,54 @@ func compactFields(mf *metav1.ManagedFieldsEntry) {
 var ownedLists = [...]string{"f:entries", "f:hooks"}
 
 // ownedElements writes to stream, from the FieldsV1 set raw, the set of the elements of
-// the entries and hooks lists ("k:" keys) that it holds as members, in FieldsV1 ("{}"
-// for none); false (and nothing written) when raw is not a JSON object.
+// the entries and hooks lists ("k:" keys) that it holds as members (ownedKeys), in
+// FieldsV1 ("{}" for none); false (and nothing written) when raw is not a JSON object.
+func ownedElements(raw []byte, stream *jsoniter.Stream) bool {
+	kept, ok := ownedKeys(raw)
+	if !ok {
+		return false
+	}
+	stream.WriteObjectStart()
+	first := true
+	for list, keys := range kept {
+		if len(keys) == 0 {
+			continue
+		}
+		if !first {
+			stream.WriteMore()
+		}
+		first = false
+		stream.WriteObjectField(ownedLists[list])
+		stream.WriteObjectStart()
+		for i, key := range keys {
+			if i > 0 {
+				stream.WriteMore()
+			}
+			stream.WriteObjectField(key)
+			stream.WriteEmptyObject()
+		}
+		stream.WriteObjectEnd()
+	}
+	stream.WriteObjectEnd()
+	return true
+}
+
+// ownedKeys returns, of the FieldsV1 set raw, the "k:" keys of the elements of each of
+// ownedLists that the set holds as members, in the set's order; false when raw is not a
+// JSON object (or has data after it).
 //
 // It reads raw as a stream and keeps only those keys, instead of parsing the whole set
-// (every field of every entry) and serializing what is kept: the transform runs on
-// every watch event of an inventory, one of them per write of the observer's own
-// fields. An element is a member of the set when its object holds "." or no field
+// (every field of every entry): the cache's transform runs on every watch event of an
+// inventory, one of them per write of the observer's own fields, and ReadOwnership on
+// every pass. An element is a member of the set when its object holds "." or no field
 // (FieldsV1's leaf) or, as fieldpath reads it, only keys of types it does not know.
 // The API server stores every set as fieldpath serializes it (keys sorted, once each),
 // and this reads such a set as fieldpath.Set.FromJSON does; of anything else it
 // checks only the JSON and the kept keys' places, and ReadOwnership reports a kept
 // key that does not parse.
-func ownedElements(raw []byte, stream *jsoniter.Stream) bool {
+func ownedKeys(raw []byte) (kept [len(ownedLists)][]string, ok bool) {
 	iter := jsoniter.ConfigCompatibleWithStandardLibrary.BorrowIterator(raw)
 	defer jsoniter.ConfigCompatibleWithStandardLibrary.ReturnIterator(iter)
-	var kept [len(ownedLists)][]string
 	iter.ReadMapCB(func(iter *jsoniter.Iterator, field string) bool {
 		list := slices.Index(ownedLists[:], field)
 		if list < 0 {
@@ -161,34 +193,12 @@ func ownedElements(raw []byte, stream *jsoniter.Stream) bool {
 		return ok
 	})
 	if iter.Error != nil {
-		return false
+		return kept, false
 	}
 	if iter.WhatIsNext(); iter.Error != io.EOF {
-		return false // trailing data
+		return kept, false // trailing data
 	}
-	stream.WriteObjectStart()
-	first := true
-	for list, keys := range kept {
-		if len(keys) == 0 {
-			continue
-		}
-		if !first {
-			stream.WriteMore()
-		}
-		first = false
-		stream.WriteObjectField(ownedLists[list])
-		stream.WriteObjectStart()
-		for i, key := range keys {
-			if i > 0 {
-				stream.WriteMore()
-			}
-			stream.WriteObjectField(key)
-			stream.WriteEmptyObject()
-		}
-		stream.WriteObjectEnd()
-	}
-	stream.WriteObjectEnd()
-	return true
+	return kept, true
 }
 
 // knownKey reports whether key is of a path element type that fieldpath knows (a field,

@@ -66,6 +66,38 @@ func BenchmarkCompactFields(b *testing.B) {
 	})
 }
 
+// BenchmarkReadOwnership: what a pass reads of a cached 10-entry inventory's
+// managedFields (the sets as CompactForCache keeps them), read as a stream
+// (ReadOwnership) and, for comparison, parsed by fieldpath (what it did before).
+func BenchmarkReadOwnership(b *testing.B) {
+	inv := &v1alpha1.ReleaseInventory{}
+	if err := json.Unmarshal(storedInventory(1, 10), inv); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := CompactForCache(inv); err != nil {
+		b.Fatal(err)
+	}
+	k := KeyOf(&inv.Entries[3])
+	b.Run("stream", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			o, err := ReadOwnership(inv)
+			if err != nil || !o.EntryRecorded(k) {
+				b.Fatal("not recorded", err)
+			}
+		}
+	})
+	b.Run("fieldpath", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			o, err := referenceOwnership(inv)
+			if err != nil || !o.EntryRecorded(k) {
+				b.Fatal("not recorded", err)
+			}
+		}
+	})
+}
+
 // ownedElementsOf is ownedElements into a buffer of its own.
 func ownedElementsOf(raw []byte) ([]byte, bool) {
 	stream := jsoniter.ConfigCompatibleWithStandardLibrary.BorrowStream(nil)

@@ -69,6 +69,155 @@ func FuzzReadOwnership(f *testing.F) {
 	})
 }
 
+// FuzzOwnershipAsFieldpath: for any two field sets that fieldpath reads, ReadOwnership
+// (which reads the sets as a stream) answers as fieldpath's sets do (referenceOwnership,
+// what ReadOwnership was before) for the inventory's entries and hooks and for every
+// entry and hook that the sets name; the sets as CompactForCache keeps them give the
+// same answers.
+func FuzzOwnershipAsFieldpath(f *testing.F) {
+	for _, seed := range []string{
+		`{"f:entries":{"k:{\"group\":\"\",\"kind\":\"ConfigMap\",\"name\":\"a\",\"namespace\":\"d\"}":{".":{},"f:group":{}}}}`,
+		`{"f:entries":{"k:{\"kind\":\"ConfigMap\",\"namespace\":\"d\",\"name\":\"b\",\"group\":\"\"}":{}}}`,
+		`{"f:entries":{"k:{\"group\":\"\",\"kind\":\"ConfigMap\",\"name\":\"a\",\"namespace\":\"d\",\"name\":\"a\"}":{}}}`,
+		`{"f:entries":{"k:{\"group\":null,\"kind\":\"ConfigMap\",\"name\":\"a\",\"namespace\":\"d\"}":{}}}`,
+		`{"f:entries":{"k:{\"gr\\u006fup\":\"\",\"kind\":\"ConfigMap\",\"name\":\"a\",\"namespace\":\"d\"}":{}}}`,
+		`{"f:entries":{"k:{\"group\":\"\",\"kind\":\"ConfigMap\",\"name\":\"a\",\"namespace\":\"d\"} ":{}}}`,
+		`{"f:hooks":{"k:{\"name\":\"pre\"}":{".":{},"f:name":{}},"k:{\"name\":\"x\",\"y\":\"z\"}":{}}}`,
+		`{"f:hooks":{"k:null":{},"k:{}":{}}}`, `{"f:hooks":{"k:{\"name\":1}":{}}}`, `{"f:entries":{"k:{\"name\":\"a\"}":{"f:state":{}}}}`,
+		`{}`, `{"f:entries":{}}`, `[]`, `null`, `{"f:entries":{"v:1":{}}}`,
+	} {
+		f.Add([]byte(seed), []byte(`{"f:entries":{"k:{\"group\":\"\",\"kind\":\"ConfigMap\",\"name\":\"b\",\"namespace\":\"d\"}":{".":{}}}}`))
+	}
+	f.Fuzz(func(t *testing.T, cm, obs []byte) {
+		inv := &v1alpha1.ReleaseInventory{
+			ObjectMeta: metav1.ObjectMeta{ManagedFields: []metav1.ManagedFieldsEntry{
+				{Manager: "convoy-controller-manager", FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(string(cm))},
+				{Manager: FieldManagerInventory, FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(string(obs))},
+				{Manager: "convoy-controller-manager", FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{}`), Subresource: "status"},
+			}},
+			Entries: []v1alpha1.InventoryEntry{{Kind: "ConfigMap", Namespace: "d", Name: "a"}, {Kind: "ConfigMap", Namespace: "d", Name: "b"}},
+			Hooks:   []v1alpha1.HookEntry{{Name: "pre"}},
+		}
+		want, err := referenceOwnership(inv)
+		if err != nil {
+			return // ReadOwnership checks only the keys it keeps (ownedKeys)
+		}
+		keys := []Key{{Kind: "ConfigMap", Namespace: "d", Name: "a"}, {Kind: "ConfigMap", Namespace: "d", Name: "b"}}
+		hooks := []string{"pre", ""}
+		for _, set := range want.managers {
+			set.Iterate(func(p fieldpath.Path) {
+				if len(p) != 2 || p[0].FieldName == nil || p[1].Key == nil {
+					return
+				}
+				fields := map[string]string{}
+				for _, fl := range *p[1].Key {
+					if fl.Value.IsString() {
+						fields[fl.Name] = fl.Value.AsString()
+					}
+				}
+				switch *p[0].FieldName {
+				case "entries":
+					keys = append(keys, Key{Group: fields["group"], Kind: fields["kind"], Namespace: fields["namespace"], Name: fields["name"]})
+				case "hooks":
+					hooks = append(hooks, fields["name"])
+				}
+			})
+		}
+		got, err := ReadOwnership(inv)
+		if err != nil {
+			t.Fatalf("%s / %s: %v; fieldpath reads both", cm, obs, err)
+		}
+		compacted, err := CompactForCache(inv.DeepCopy())
+		if err != nil {
+			t.Fatal(err)
+		}
+		fromCache, err := ReadOwnership(compacted.(*v1alpha1.ReleaseInventory))
+		if err != nil {
+			t.Fatalf("%s / %s: as the cache keeps it: %v", cm, obs, err)
+		}
+		for _, own := range []*Ownership{got, fromCache} {
+			for _, m := range []string{"convoy-controller-manager", FieldManagerInventory, "nobody"} {
+				if own.HasManager(m) != want.HasManager(m) {
+					t.Fatalf("%s / %s: HasManager(%s) = %v, fieldpath %v", cm, obs, m, own.HasManager(m), want.HasManager(m))
+				}
+				for _, k := range keys {
+					if own.EntryOwnedBy(m, k) != want.EntryOwnedBy(m, k) {
+						t.Fatalf("%s / %s: EntryOwnedBy(%s, %v) = %v, fieldpath %v", cm, obs, m, k, own.EntryOwnedBy(m, k), want.EntryOwnedBy(m, k))
+					}
+				}
+				for _, h := range hooks {
+					if own.HookOwnedBy(m, h) != want.HookOwnedBy(m, h) {
+						t.Fatalf("%s / %s: HookOwnedBy(%s, %q) = %v, fieldpath %v", cm, obs, m, h, own.HookOwnedBy(m, h), want.HookOwnedBy(m, h))
+					}
+				}
+			}
+			for _, k := range keys {
+				if own.EntryRecorded(k) != want.EntryRecorded(k) {
+					t.Fatalf("%s / %s: EntryRecorded(%v) = %v, fieldpath %v", cm, obs, k, own.EntryRecorded(k), want.EntryRecorded(k))
+				}
+			}
+			for _, h := range hooks {
+				if own.HookRecorded(h) != want.HookRecorded(h) {
+					t.Fatalf("%s / %s: HookRecorded(%q) = %v, fieldpath %v", cm, obs, h, own.HookRecorded(h), want.HookRecorded(h))
+				}
+			}
+		}
+	})
+}
+
+// fieldpathOwnership is ReadOwnership as it was before it read the sets as a stream:
+// each manager's sets parsed whole by fieldpath, and the paths entries[k] and hooks[k]
+// looked up in them.
+type fieldpathOwnership struct {
+	others   *fieldpath.Set
+	managers map[string]*fieldpath.Set
+}
+
+func referenceOwnership(inv *v1alpha1.ReleaseInventory) (*fieldpathOwnership, error) {
+	o := &fieldpathOwnership{others: &fieldpath.Set{}, managers: map[string]*fieldpath.Set{}}
+	for _, mf := range inv.ManagedFields {
+		if mf.FieldsV1 == nil {
+			continue
+		}
+		set := &fieldpath.Set{}
+		if err := set.FromJSON(bytes.NewReader(mf.FieldsV1.GetRawBytes())); err != nil {
+			return nil, err
+		}
+		if prev, ok := o.managers[mf.Manager]; ok {
+			set = prev.Union(set)
+		}
+		o.managers[mf.Manager] = set
+		if !IsObserverManager(mf.Manager) {
+			o.others = o.others.Union(set)
+		}
+	}
+	return o, nil
+}
+
+func entryPath(k Key) fieldpath.Path {
+	return fieldpath.MakePathOrDie("entries", fieldpath.KeyByFields(
+		"group", k.Group, "kind", k.Kind, "namespace", k.Namespace, "name", k.Name))
+}
+
+func hookPath(name string) fieldpath.Path {
+	return fieldpath.MakePathOrDie("hooks", fieldpath.KeyByFields("name", name))
+}
+
+func (o *fieldpathOwnership) EntryRecorded(k Key) bool      { return o.others.Has(entryPath(k)) }
+func (o *fieldpathOwnership) HookRecorded(name string) bool { return o.others.Has(hookPath(name)) }
+func (o *fieldpathOwnership) HasManager(m string) bool {
+	_, ok := o.managers[m]
+	return ok
+}
+func (o *fieldpathOwnership) EntryOwnedBy(m string, k Key) bool {
+	s, ok := o.managers[m]
+	return ok && s.Has(entryPath(k))
+}
+func (o *fieldpathOwnership) HookOwnedBy(m string, name string) bool {
+	s, ok := o.managers[m]
+	return ok && s.Has(hookPath(name))
+}
+
 // FuzzCompactFields: CompactForCache keeps of any field set that fieldpath reads
 // exactly the members it holds under entries and hooks ("k:" keys), as fieldpath reads
 // them (the set that compactFields reduced with fieldpath before it read the JSON as
