@@ -60,22 +60,18 @@ func (p permission) String() string {
 // it). The test fails for a permission that is neither used nor listed here, and for one
 // listed here that the scenario does use.
 var notExercised = map[string]string{
-	// Informers list with a watch that streams the initial state (WatchList) on this
-	// kube-apiserver; a server without it, and a re-list after a failed watch, need list.
-	"convoy-observer: list convoy.kumodo.io/releases":                        relist,
-	"convoy-observer: list convoy.kumodo.io/clusters":                        relist,
-	"convoy-observer: list convoy.kumodo.io/releaseinventories":              relist,
-	"convoy-observer: list extensions.convoy.kumodo.io/globalhealthrulesets": relist,
-	"convoy-observer: list extensions.convoy.kumodo.io/healthrulesets":       relist,
-	"convoy-api: list convoy.kumodo.io/releases":                             relist,
-	"convoy-api: list convoy.kumodo.io/releaseinventories":                   relist,
-	"convoy-observer: get core/secrets":                                      "the kubeconfig Secret of a Cluster with spec.kubeconfigSecretRef (the demo's Cluster is the local one): a GET when its watch is refused",
-	"convoy-observer: list core/secrets":                                     "the watch of each kubeconfig Secret by name (none in the demo)",
-	"convoy-observer: watch core/secrets":                                    "the watch of each kubeconfig Secret by name (none in the demo)",
-	"convoy-observer: patch core/events":                                     "leader election's Events: the recorder patches the count of a repeated Event (one election in the demo)",
-	"convoy-observer: patch events.k8s.io/events":                            "the recorder patches the series of a repeated Event on a Release or Cluster (no Event repeats in the demo)",
-	"convoy-api: get convoy.kumodo.io/releases":                              "/health of a Release that convoy-api's cache has not seen yet (the demo's is cached first)",
-	"convoy-api: get convoy.kumodo.io/releaseinventories":                    "/health of a Release that convoy-api's cache has not seen yet: its inventory is read directly too",
+	// convoy-api's informers list with a watch that streams the initial state (WatchList)
+	// on this kube-apiserver; a server without it, and a re-list after a failed watch,
+	// need list. (The observer's informers start with a plain list.)
+	"convoy-api: list convoy.kumodo.io/releases":           relist,
+	"convoy-api: list convoy.kumodo.io/releaseinventories": relist,
+	"convoy-observer: get core/secrets":                    "the kubeconfig Secret of a Cluster with spec.kubeconfigSecretRef (the demo's Cluster is the local one): a GET when its watch is refused",
+	"convoy-observer: list core/secrets":                   "the watch of each kubeconfig Secret by name (none in the demo)",
+	"convoy-observer: watch core/secrets":                  "the watch of each kubeconfig Secret by name (none in the demo)",
+	"convoy-observer: patch core/events":                   "leader election's Events: the recorder patches the count of a repeated Event (one election in the demo)",
+	"convoy-observer: patch events.k8s.io/events":          "the recorder patches the series of a repeated Event on a Release or Cluster (no Event repeats in the demo)",
+	"convoy-api: get convoy.kumodo.io/releases":            "/health of a Release that convoy-api's cache has not seen yet (the demo's is cached first)",
+	"convoy-api: get convoy.kumodo.io/releaseinventories":  "/health of a Release that convoy-api's cache has not seen yet: its inventory is read directly too",
 }
 
 // The observer's ServiceAccount and the read identity that the demo sets up for its
