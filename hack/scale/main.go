@@ -203,15 +203,15 @@ func floorPairs(ctx context.Context, ns []int, p int, config func(n int, floor b
 				continue
 			}
 			f, o := pair[0], pair[1]
-			summary = append(summary, fmt.Sprintf("| %d | %d | %s | %s | %.2f | %s / %s | %s / %s | %.2f |", n, k,
+			summary = append(summary, fmt.Sprintf("| %d | %d | %s | %s | %.2f | %s / %s | %s / %s | %.2f | %.0f / %.0f |", n, k,
 				f.Converge.Round(10*time.Millisecond), o.Converge.Round(10*time.Millisecond), float64(o.Converge)/float64(f.Converge),
 				f.CPUConverge.Round(10*time.Millisecond), o.CPUConverge.Round(10*time.Millisecond),
 				f.APIServerCPUConverge.Round(10*time.Millisecond), o.APIServerCPUConverge.Round(10*time.Millisecond),
-				float64(o.APIServerCPUConverge)/float64(f.APIServerCPUConverge)))
+				float64(o.APIServerCPUConverge)/float64(f.APIServerCPUConverge), f.WatchesEnded(), o.WatchesEnded()))
 		}
 	}
-	fmt.Println("| N | pair | floor converge | observer converge | ratio | client CPU floor / observer | kube-apiserver CPU floor / observer | ratio |")
-	fmt.Println("|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Println("| N | pair | floor converge | observer converge | ratio | client CPU floor / observer | kube-apiserver CPU floor / observer | ratio | watches ended (slow client) floor / observer |")
+	fmt.Println("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, line := range summary {
 		fmt.Println(line)
 	}

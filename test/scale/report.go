@@ -163,6 +163,7 @@ func (r *Report) Table() string {
 		fmt.Fprintf(w, "floor client CPU / kube-apiserver CPU\t%s / %s\t\n", r.CPUConverge.Round(10*time.Millisecond),
 			r.APIServerCPUConverge.Round(10*time.Millisecond))
 		fmt.Fprintf(w, "floor client RSS: peak\t%s\t\n", mib(r.PeakRSS))
+		fmt.Fprintf(w, "watches ended by the kube-apiserver (slow client)\t%.0f\t\n", r.WatchesEnded())
 		_ = w.Flush()
 		return b.String()
 	}
@@ -199,7 +200,7 @@ func (r *Report) Table() string {
 			r.PerCluster(float64(r.Goroutines)), r.PerCluster(r.TargetWatches))
 	}
 	_ = w.Flush()
-	fmt.Fprintf(&b, "\n| API requests (kube-apiserver; WATCH (open) = watches opened, as a gauge) | during converge | per steady minute |\n|---|---:|---:|\n")
+	fmt.Fprintf(&b, "\n| API requests (kube-apiserver; WATCH (open) = watches opened, as a gauge; WATCH (ended: slow client) = watches the API server ended because their client, the observer or this benchmark, read too slowly) | during converge | per steady minute |\n|---|---:|---:|\n")
 	keys := map[string]bool{}
 	for k := range r.ConvergeRequests {
 		keys[k] = true
@@ -246,6 +247,25 @@ func sortedKeys(c counts) []string {
 // the checks skip it.
 const cpuKey = "(cpu seconds)"
 
+// watchEndedKey, followed by a resource, counts the watches of it that the
+// kube-apiserver ended because their client read too slowly
+// (apiserver_terminated_watchers_total): the client's next watch starts from its last
+// resourceVersion, without a list.
+const watchEndedKey = "WATCH (ended: slow client) "
+
+// WatchesEnded is the number of watches the kube-apiserver ended during the converge
+// because their client (the observer, the floor client or this benchmark) read too
+// slowly.
+func (r *Report) WatchesEnded() float64 {
+	s := 0.0
+	for k, v := range r.ConvergeRequests {
+		if strings.HasPrefix(k, watchEndedKey) {
+			s += v
+		}
+	}
+	return s
+}
+
 // apiRequests reads apiserver_request_total from the kube-apiserver, summed by
 // "VERB resource[/subresource]" (the watch and list of the benchmark's own cache, the
 // leader-election Lease and events included; they are few).
@@ -272,6 +292,15 @@ func apiRequests(ctx context.Context, cfg *rest.Config) (counts, error) {
 		l := labels(m)
 		if l["verb"] == "WATCH" && l["resource"] != "" {
 			out["WATCH (open) "+l["resource"]] += m.GetGauge().GetValue()
+		}
+	}
+	// The watch cache ends a watch whose client falls behind: a watcher's buffer holds
+	// about a second of the resource's events (at least 10), and an event that finds it
+	// full waits a short budget, then the watch is closed. The client watches again
+	// from its last resourceVersion.
+	for _, m := range fams["apiserver_terminated_watchers_total"].GetMetric() {
+		if res := labels(m)["resource"]; res != "" {
+			out[watchEndedKey+res] += m.GetCounter().GetValue()
 		}
 	}
 	for _, m := range fams["apiserver_request_total"].GetMetric() {
