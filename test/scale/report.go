@@ -256,15 +256,7 @@ const watchEndedKey = "WATCH (ended: slow client) "
 // WatchesEnded is the number of watches the kube-apiserver ended during the converge
 // because their client (the observer, the floor client or this benchmark) read too
 // slowly.
-func (r *Report) WatchesEnded() float64 {
-	s := 0.0
-	for k, v := range r.ConvergeRequests {
-		if strings.HasPrefix(k, watchEndedKey) {
-			s += v
-		}
-	}
-	return s
-}
+func (r *Report) WatchesEnded() float64 { return r.ConvergeRequests.Sum(watchEndedKey) }
 
 // apiRequests reads apiserver_request_total from the kube-apiserver, summed by
 // "VERB resource[/subresource]" (the watch and list of the benchmark's own cache, the
