@@ -99,6 +99,9 @@ func TestBrokenWatchIsNotTrusted(t *testing.T) {
 				_, err := reader.Get(context.Background(), gvrConfigMaps, ns, "a")
 				return err != nil
 			})
+			if obj, ok := reader.(CachedReader).GetCached(gvrConfigMaps, ns, "a"); ok {
+				t.Fatalf("GetCached answered %v from a broken watch's cache; want false", obj)
+			}
 			// However it fails (not connected, the server's 503, client-go giving up its
 			// retries), a broken cluster never looks like a missing object.
 			if _, err := reader.Get(context.Background(), gvrConfigMaps, ns, "a"); err == nil || apierrors.IsNotFound(err) {

@@ -58,6 +58,16 @@ type ObjectReader interface {
 	Get(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string) (*unstructured.Unstructured, error)
 }
 
+// CachedReader is implemented by the readers that Cache hands out when they watch:
+// GetCached returns the object only when memory holds it (a synced informer whose watch
+// has not failed, on a cluster that is not held down), with no request and no wait, and
+// false otherwise, when Get decides how to read it (a GET, a wait for the first list, or
+// an error). A loop reads such entries on its own goroutine and keeps its concurrency for
+// the reads that wait on the cluster.
+type CachedReader interface {
+	GetCached(gvr schema.GroupVersionResource, namespace, name string) (*unstructured.Unstructured, bool)
+}
+
 // ObjectLister is implemented by the readers that Cache hands out (and may be by
 // others): List reads the objects of gvr in namespace whose labels match selector, with
 // one LIST of at most MaxListItems objects (the first page; the rest is not read), never

@@ -377,19 +377,47 @@ func (w *targetWatches) Get(ctx context.Context, gvr schema.GroupVersionResource
 		// down when it does not answer).
 		return w.get(ctx, sourceWatchFailed, gvr, namespace, name)
 	}
-	key := name
-	if namespace != "" {
-		key = namespace + "/" + name
-	}
-	obj, ok, err := s.informer.GetIndexer().GetByKey(key)
+	obj, ok, err := s.informer.GetIndexer().GetByKey(storeKey(namespace, name))
 	if err != nil {
-		return nil, fmt.Errorf("reading %s %s from the cache: %w", gvr.GroupResource(), key, err)
+		return nil, fmt.Errorf("reading %s %s from the cache: %w", gvr.GroupResource(), storeKey(namespace, name), err)
 	}
 	if !ok {
 		return w.get(ctx, sourceMiss, gvr, namespace, name)
 	}
 	w.countRead(sourceCache)
 	return cachedUnstructured(obj)
+}
+
+// GetCached implements CachedReader: the object when a synced informer whose watch has
+// not failed holds it and the cluster is not held down, as Get answers it from the
+// cache; otherwise false, and nothing is counted.
+func (w *targetWatches) GetCached(gvr schema.GroupVersionResource, namespace, name string) (*unstructured.Unstructured, bool) {
+	if w.direct.heldDown() != nil {
+		return nil, false
+	}
+	s, _ := w.covering(gvr, namespace)
+	if s == nil || !s.informer.HasSynced() || s.err() != nil {
+		return nil, false
+	}
+	obj, ok, err := s.informer.GetIndexer().GetByKey(storeKey(namespace, name))
+	if err != nil || !ok {
+		return nil, false
+	}
+	u, err := cachedUnstructured(obj)
+	if err != nil {
+		return nil, false // Get says why
+	}
+	w.countRead(sourceCache)
+	return u, true
+}
+
+// storeKey is the informers' store key of the object namespace/name (name alone for a
+// cluster-scoped object), as cache.MetaNamespaceKeyFunc makes it.
+func storeKey(namespace, name string) string {
+	if namespace == "" {
+		return name
+	}
+	return namespace + "/" + name
 }
 
 // List implements ObjectLister with the cluster's GET client (a LIST, never an

@@ -200,6 +200,9 @@ func TestUnsyncedCacheNeverAnswersNotFound(t *testing.T) {
 		t.Fatalf("a read answered %v, %v while the first list was held; want it to wait", a.obj, a.err)
 	default:
 	}
+	if obj, ok := reader.(CachedReader).GetCached(gvrConfigMaps, ns, "a"); ok {
+		t.Fatalf("GetCached answered %v while the first list was held; want false", obj)
+	}
 	log.holdLists.Store(false)
 	a := <-done
 	if a.err != nil || a.obj.GetName() != "a" {
@@ -248,6 +251,44 @@ func TestMissInSyncedCacheIsConfirmed(t *testing.T) {
 	}
 	if testutil.ToFloat64(misses) != 1 {
 		t.Fatalf("miss reads = %v, want 1", testutil.ToFloat64(misses))
+	}
+}
+
+// TestGetCachedAnswersOnlyFromMemory: GetCached answers an object that a synced
+// informer holds, counted as a read of source "cache", and says false, counting nothing,
+// for a type that is not watched and for an object the synced cache does not hold (Get
+// confirms those with a GET).
+func TestGetCachedAnswersOnlyFromMemory(t *testing.T) {
+	ns := namespace(t)
+	configMap(t, ns, "a", "1")
+	cache := New(Options{Local: env.Config, Watch: true})
+	cluster := localCluster("cached")
+	reader, err := cache.GetReader(context.Background(), cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cached := reader.(CachedReader)
+	if obj, ok := cached.GetCached(gvrConfigMaps, ns, "a"); ok {
+		t.Fatalf("GetCached of a type not watched answered %v; want false", obj)
+	}
+	cache.Track("ns/r", cluster, []TargetRef{cmRef(ns, "a"), cmRef(ns, "late")})
+	if _, err := reader.Get(context.Background(), gvrConfigMaps, ns, "a"); err != nil { // waits for the first list
+		t.Fatal(err)
+	}
+	hits := targetReads.WithLabelValues(toolscache.MetaObjectToName(cluster).String(), sourceCache)
+	before := testutil.ToFloat64(hits)
+	obj, ok := cached.GetCached(gvrConfigMaps, ns, "a")
+	if !ok {
+		t.Fatal("GetCached of a cached object = false; want the object")
+	}
+	if v, _, _ := unstructured.NestedString(obj.Object, "data", "v"); obj.GetName() != "a" || v != "1" {
+		t.Fatalf("GetCached of a cached object = %v; want ConfigMap a with v=1", obj)
+	}
+	if obj, ok := cached.GetCached(gvrConfigMaps, ns, "late"); ok {
+		t.Fatalf("GetCached of an object the cache does not hold answered %v; want false", obj)
+	}
+	if got := testutil.ToFloat64(hits) - before; got != 1 {
+		t.Fatalf("cache reads counted = %v, want 1 (the hit only)", got)
 	}
 }
 

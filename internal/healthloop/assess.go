@@ -229,10 +229,15 @@ func priorAndAnchors(entries []v1alpha1.InventoryEntry) map[inventory.Key]prior 
 	return out
 }
 
-// observeItems runs observeItem for every entry, at most ReadConcurrency at a time,
-// with the pass's tenant (its evaluations' namespace, budget and place in the fair
-// evaluation; nil: a pass of the namespace ""), and sorts the observations by wave then
-// key. It fails only when the target cluster stops answering or ctx ends.
+// observeItems observes every entry, with the pass's tenant (its evaluations' namespace,
+// budget and place in the fair evaluation; nil: a pass of the namespace ""), and sorts
+// the observations by wave then key. An entry whose object the reader holds in memory
+// (clustercache.CachedReader) is read and evaluated on the pass's goroutine, in order;
+// the others (observeItem) and the diagnoses of failing objects run on goroutines, at
+// most ReadConcurrency at a time, so that only the reads that wait on the cluster
+// overlap (a goroutine per cached entry costs more than its read: its stack grows
+// through the JSON decoder). It fails only when the target cluster stops answering or
+// ctx ends.
 func (h *HealthController) observeItems(ctx context.Context, pt *passTenant, ev *health.Evaluator, reader clustercache.ObjectReader, entries []v1alpha1.InventoryEntry, priors map[inventory.Key]prior) ([]entryObservation, error) {
 	if pt == nil {
 		pt = h.newPassTenant("")
@@ -244,10 +249,28 @@ func (h *HealthController) observeItems(ctx context.Context, pt *passTenant, ev 
 		limit = DefaultReadConcurrency
 	}
 	g.SetLimit(limit)
+	cached, _ := reader.(clustercache.CachedReader)
+	var inline error
 	for i := range entries {
+		e := &entries[i]
+		p := priors[inventory.KeyOf(e)]
+		if obj := cachedEntryObject(cached, e); obj != nil {
+			o, err := h.evaluateItem(gctx, pt, ev, e, p, obj)
+			if err != nil {
+				inline = err
+				break
+			}
+			results[i] = o
+			if o.res.Outcome == health.Fail {
+				g.Go(func() error {
+					results[i].diagnosis = h.diagnose(gctx, pt, reader, failingRef(e), obj)
+					return nil
+				})
+			}
+			continue
+		}
 		g.Go(func() error {
-			k := inventory.KeyOf(&entries[i])
-			r, err := h.observeItem(gctx, pt, ev, reader, &entries[i], priors[k])
+			r, err := h.observeItem(gctx, pt, ev, reader, e, p)
 			if err != nil {
 				return err
 			}
@@ -258,31 +281,69 @@ func (h *HealthController) observeItems(ctx context.Context, pt *passTenant, ev 
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
+	if inline != nil {
+		return nil, inline
+	}
 	slices.SortStableFunc(results, func(a, b entryObservation) int {
 		return health.CompareEntries(a.position(), b.position())
 	})
 	return results, nil
 }
 
-// observeItem reads one inventory entry's object and evaluates the rules on it
-// (docs/design.md, "Per-entry evaluation"). It returns an error only when the cluster
-// does not answer or ctx ends; a reference that is refused, a missing or unreadable
-// object is an Error result whose message says why (the target's answer only as its
-// code and reason, clustercache.DescribeError), and an entry that the pass could not
-// evaluate within its budget is cut.
-func (h *HealthController) observeItem(ctx context.Context, pt *passTenant, ev *health.Evaluator, reader clustercache.ObjectReader, e *v1alpha1.InventoryEntry, p prior) (entryObservation, error) {
-	o := entryObservation{entry: *e, key: inventory.KeyOf(e), prior: p, rulesApplied: rulesApplied(ev, e)}
-	failed := func(msg string) entryObservation {
-		o.res = health.Result{Outcome: health.Error, Message: health.TruncateMessage(msg), RuleIndex: -1}
-		return o
+// cachedEntryObject returns the object of entry e when cached holds it in memory (nil
+// cached, a reference that CheckReference refuses, or an object not held: nil, and
+// ReadEntryObject reads it or says why not).
+func cachedEntryObject(cached clustercache.CachedReader, e *v1alpha1.InventoryEntry) *unstructured.Unstructured {
+	if cached == nil {
+		return nil
 	}
+	gvr := schema.GroupVersionResource{Group: e.Group, Version: e.Version, Resource: e.Resource}
+	if inventory.CheckReference(gvr, e.Namespace, e.Name) != nil {
+		return nil
+	}
+	obj, ok := cached.GetCached(gvr, e.Namespace, e.Name)
+	if !ok {
+		return nil
+	}
+	return obj
+}
+
+// observeItem reads one inventory entry's object, evaluates the rules on it and
+// diagnoses it when it fails (docs/design.md, "Per-entry evaluation"). It returns an
+// error only when the cluster does not answer or ctx ends; a reference that is refused,
+// a missing or unreadable object is an Error result whose message says why (the
+// target's answer only as its code and reason, clustercache.DescribeError), and an
+// entry that the pass could not evaluate within its budget is cut.
+func (h *HealthController) observeItem(ctx context.Context, pt *passTenant, ev *health.Evaluator, reader clustercache.ObjectReader, e *v1alpha1.InventoryEntry, p prior) (entryObservation, error) {
 	obj, failure, err := ReadEntryObject(ctx, reader, e, h.logFrom(ctx))
 	switch {
 	case err != nil:
-		return o, err
+		return entryObservation{}, err
 	case failure != "":
-		return failed(failure), nil
+		o := newEntryObservation(ev, e, p)
+		o.res = health.Result{Outcome: health.Error, Message: health.TruncateMessage(failure), RuleIndex: -1}
+		return o, nil
 	}
+	o, err := h.evaluateItem(ctx, pt, ev, e, p, obj)
+	if err != nil {
+		return o, err
+	}
+	if o.res.Outcome == health.Fail {
+		o.diagnosis = h.diagnose(ctx, pt, reader, failingRef(e), obj)
+	}
+	return o, nil
+}
+
+// newEntryObservation is the observation of entry e before its object is read.
+func newEntryObservation(ev *health.Evaluator, e *v1alpha1.InventoryEntry, p prior) entryObservation {
+	return entryObservation{entry: *e, key: inventory.KeyOf(e), prior: p, rulesApplied: rulesApplied(ev, e)}
+}
+
+// evaluateItem evaluates the rules on obj, the object of entry e; an entry that the pass
+// could not evaluate within its budget is cut. It fails only when ctx ends. A failing
+// object's diagnosis is the caller's (diagnose).
+func (h *HealthController) evaluateItem(ctx context.Context, pt *passTenant, ev *health.Evaluator, e *v1alpha1.InventoryEntry, p prior, obj *unstructured.Unstructured) (entryObservation, error) {
+	o := newEntryObservation(ev, e, p)
 	res, evalErr := h.evaluate(ctx, pt, ev, e.APIVersion(), e.Resource, obj.Object)
 	if errors.Is(evalErr, celbound.ErrBudgetExhausted) {
 		o.cut = true
@@ -292,14 +353,16 @@ func (h *HealthController) observeItem(ctx context.Context, pt *passTenant, ev *
 		return o, evalErr // ctx ended: the pass writes nothing
 	}
 	o.res = res
-	if res.Outcome == health.Fail {
-		ref := entryRef{diagnosis: e.Diagnosis}
-		if e.DecidedBy != nil {
-			ref.cause = e.DecidedBy.Cause
-		}
-		o.diagnosis = h.diagnose(ctx, pt, reader, ref, obj)
-	}
 	return o, nil
+}
+
+// failingRef is what diagnose keeps of the last record of e, an entry whose object fails.
+func failingRef(e *v1alpha1.InventoryEntry) entryRef {
+	ref := entryRef{diagnosis: e.Diagnosis}
+	if e.DecidedBy != nil {
+		ref.cause = e.DecidedBy.Cause
+	}
+	return ref
 }
 
 // ReadEntryObject reads the object of inventory entry e from reader, the one read step

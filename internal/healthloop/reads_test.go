@@ -3,6 +3,7 @@ package healthloop
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -151,5 +152,82 @@ func TestReferencesThatLeaveTheirPath(t *testing.T) {
 	}
 	if h := f.hookEntry("h"); h.State != v1alpha1.HookFailed || !strings.Contains(h.Message, `invalid object reference: name "x/../y"`) {
 		t.Fatalf("hook: state %s, message %q; want Failed naming the invalid name", h.State, h.Message)
+	}
+}
+
+// heldReader holds the objects named in held in memory (clustercache.CachedReader) and
+// answers the others with Get; it counts both.
+type heldReader struct {
+	held             map[string]bool
+	mu               sync.Mutex
+	gets, cachedHits []string
+	askedCached      []string
+}
+
+func configMap(ns, name string) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": name, "namespace": ns}}}
+}
+
+func (r *heldReader) Get(_ context.Context, _ schema.GroupVersionResource, ns, name string) (*unstructured.Unstructured, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.gets = append(r.gets, name)
+	return configMap(ns, name), nil
+}
+
+func (r *heldReader) GetCached(_ schema.GroupVersionResource, ns, name string) (*unstructured.Unstructured, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.askedCached = append(r.askedCached, name)
+	if !r.held[name] {
+		return nil, false
+	}
+	r.cachedHits = append(r.cachedHits, name)
+	return configMap(ns, name), true
+}
+
+// TestCachedEntriesAreReadFromMemory: a pass asks a reader that holds objects in memory
+// for each entry first, reads with Get only those it does not hold, never asks it for a
+// reference that CheckReference refuses, and gives every entry the same result either
+// way.
+func TestCachedEntriesAreReadFromMemory(t *testing.T) {
+	t.Parallel()
+	h := &HealthController{Log: testLogger()}
+	reader := &heldReader{held: map[string]bool{"cm0": true, "cm2": true, "cm3": true}}
+	entries := []v1alpha1.InventoryEntry{
+		{Kind: "ConfigMap", Namespace: "d", Name: "cm0", Version: "v1", Resource: "configmaps"},
+		{Kind: "ConfigMap", Namespace: "d", Name: "cm1", Version: "v1", Resource: "configmaps"},
+		{Kind: "ConfigMap", Namespace: "d", Name: "cm2", Version: "v1", Resource: "configmaps"},
+		{Kind: "ConfigMap", Namespace: "d", Name: "cm3", Version: "v1", Resource: "configmaps/../../../namespaces"},
+	}
+	ev, err := health.NewEvaluator(nil, nil)
+	must(t, err)
+	results, err := h.observeItems(context.Background(), nil, ev, reader, entries, map[inventory.Key]prior{})
+	must(t, err)
+	slices.Sort(reader.gets)
+	slices.Sort(reader.cachedHits)
+	slices.Sort(reader.askedCached)
+	if want := []string{"cm1"}; !slices.Equal(reader.gets, want) {
+		t.Errorf("GETs = %v, want %v", reader.gets, want)
+	}
+	if want := []string{"cm0", "cm2"}; !slices.Equal(reader.cachedHits, want) {
+		t.Errorf("read from memory = %v, want %v", reader.cachedHits, want)
+	}
+	if want := []string{"cm0", "cm1", "cm2"}; !slices.Equal(reader.askedCached, want) {
+		t.Errorf("asked the cache for %v, want %v (never a refused reference)", reader.askedCached, want)
+	}
+	if len(results) != len(entries) {
+		t.Fatalf("results = %d, want %d", len(results), len(entries))
+	}
+	for i := range results {
+		o := &results[i]
+		want := v1alpha1.StateHealthy
+		if o.key.Name == "cm3" {
+			want = v1alpha1.StateUnknown
+		}
+		if st := judgeEntry(o, nil, false, t0, 0).state; st != want {
+			t.Errorf("%s = %s %q, want %s", o.key, st, o.res.Message, want)
+		}
 	}
 }
