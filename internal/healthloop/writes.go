@@ -96,11 +96,11 @@ func (h *HealthController) writeInventoryHealth(ctx context.Context, a *assessme
 	return ptr.Deref(ac.ResourceVersion, rv), nil
 }
 
-// entriesSum is a digest of the entries list of an apply.
+// entriesSum is a digest of the entries list of an apply: FNV-64a of its JSON, which the
+// encoder writes straight into the hash (no copy of the JSON is kept).
 func entriesSum(list []*acv1alpha1.InventoryEntryApplyConfiguration) uint64 {
-	b, _ := json.Marshal(list)
 	d := fnv.New64a()
-	_, _ = d.Write(b)
+	_ = json.NewEncoder(d).Encode(list)
 	return d.Sum64()
 }
 
