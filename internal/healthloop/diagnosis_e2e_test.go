@@ -1,8 +1,6 @@
 package healthloop
 
 import (
-	"context"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -10,15 +8,11 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 
 	extv1alpha1 "github.com/kumodo/convoy-observer/api/extensions/v1alpha1"
 	v1alpha1 "github.com/kumodo/convoy-observer/api/v1alpha1"
 	"github.com/kumodo/convoy-observer/health"
-	"github.com/kumodo/convoy-observer/internal/clustercache"
 )
 
 // workloadRules: a Deployment passes when all its replicas are available, a Job when it
@@ -34,6 +28,15 @@ var workloadRules = []extv1alpha1.RuleSpec{{
 	MessageExpression: "'job not complete'",
 }}
 
+// workloadRelease creates the HealthRuleSet "workloads" of workloadRules in f's
+// namespace and the Release that selects it.
+func (f *fixture) workloadRelease() {
+	f.t.Helper()
+	must(f.t, env.Client.Create(f.ctx, &extv1alpha1.HealthRuleSet{ObjectMeta: metav1.ObjectMeta{Name: "workloads", Namespace: f.ns},
+		Spec: extv1alpha1.HealthRuleSetSpec{Rules: workloadRules}}))
+	f.release(localRules(0), 0)
+}
+
 // TestDiagnosisAndFailFast runs the loop on the real API server (no controllers: the
 // test writes the objects and statuses that the Deployment, ReplicaSet, Job and kubelet
 // controllers would). A Deployment whose Pod crash-loops, one whose image cannot be
@@ -44,10 +47,7 @@ var workloadRules = []extv1alpha1.RuleSpec{{
 func TestDiagnosisAndFailFast(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	rs := &extv1alpha1.HealthRuleSet{ObjectMeta: metav1.ObjectMeta{Name: "workloads", Namespace: f.ns},
-		Spec: extv1alpha1.HealthRuleSetSpec{Rules: workloadRules}}
-	must(t, env.Client.Create(f.ctx, rs))
-	f.release(localRules(0), 0)
+	f.workloadRelease()
 
 	crash := f.deploymentWithPod("crash", corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{
 		Name: "app", Image: "app:1", RestartCount: 5,
@@ -239,9 +239,7 @@ func TestJudgeEntryFailFast(t *testing.T) {
 func TestDiagnosisOfHostileReplicaSet(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	must(t, env.Client.Create(f.ctx, &extv1alpha1.HealthRuleSet{ObjectMeta: metav1.ObjectMeta{Name: "workloads", Namespace: f.ns},
-		Spec: extv1alpha1.HealthRuleSetSpec{Rules: workloadRules}}))
-	f.release(localRules(0), 0)
+	f.workloadRelease()
 	l := map[string]string{"app": "boom"}
 	spec := corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app:1"}}}
 	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "boom", Namespace: f.ns}, Spec: appsv1.DeploymentSpec{
@@ -261,38 +259,6 @@ func TestDiagnosisOfHostileReplicaSet(t *testing.T) {
 	}
 }
 
-// cachedSpy wraps a ClusterCache's readers to count the objects they answer from memory
-// (clustercache.CachedReader), which a pass reads on its own goroutine.
-type cachedSpy struct {
-	clustercache.ClusterCache
-	hits atomic.Int64
-}
-
-func (s *cachedSpy) GetReader(ctx context.Context, cluster *v1alpha1.Cluster) (clustercache.ObjectReader, error) {
-	r, err := s.ClusterCache.GetReader(ctx, cluster)
-	if err != nil {
-		return nil, err
-	}
-	return &cachedSpyReader{ObjectReader: r, spy: s}, nil
-}
-
-type cachedSpyReader struct {
-	clustercache.ObjectReader
-	spy *cachedSpy
-}
-
-func (r *cachedSpyReader) GetCached(gvr schema.GroupVersionResource, namespace, name string) (*unstructured.Unstructured, bool) {
-	obj, ok := r.ObjectReader.(clustercache.CachedReader).GetCached(gvr, namespace, name)
-	if ok {
-		r.spy.hits.Add(1)
-	}
-	return obj, ok
-}
-
-func (r *cachedSpyReader) List(ctx context.Context, gvr schema.GroupVersionResource, namespace string, selector labels.Selector) ([]unstructured.Unstructured, error) {
-	return r.ObjectReader.(clustercache.ObjectLister).List(ctx, gvr, namespace, selector)
-}
-
 // TestDiagnosisOfACachedObject: with a watch-fed cluster cache, a failing Deployment
 // that the pass reads from memory on its own goroutine (not on a goroutine of the read
 // bound) is diagnosed as one read with a GET: its entry names the crash-looping Pod.
@@ -300,12 +266,9 @@ func TestDiagnosisOfACachedObject(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	f.watching()
-	spy := &cachedSpy{ClusterCache: f.h.Clusters}
+	spy := &countingClusters{ClusterCache: f.h.Clusters}
 	f.h.Clusters = spy
-	rs := &extv1alpha1.HealthRuleSet{ObjectMeta: metav1.ObjectMeta{Name: "workloads", Namespace: f.ns},
-		Spec: extv1alpha1.HealthRuleSetSpec{Rules: workloadRules}}
-	must(t, env.Client.Create(f.ctx, rs))
-	f.release(localRules(0), 0)
+	f.workloadRelease()
 	crash := f.deploymentWithPod("crash", corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{
 		Name: "app", Image: "app:1", RestartCount: 5,
 		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: "back-off"}},
@@ -317,7 +280,7 @@ func TestDiagnosisOfACachedObject(t *testing.T) {
 	eventually(t, "a pass that reads the Deployment from the cache", func() bool {
 		f.clock.Step(time.Second)
 		f.pass()
-		return spy.hits.Load() > 0
+		return spy.cached.Load() > 0
 	})
 	if e := f.entry("crash"); e.State != v1alpha1.StateProgressing || e.Diagnosis != want {
 		t.Fatalf("crash: %s %q diagnosis %q, want Progressing with diagnosis %q", e.State, e.Message, e.Diagnosis, want)

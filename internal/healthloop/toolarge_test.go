@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -21,10 +22,12 @@ import (
 	"github.com/kumodo/convoy-observer/internal/inventory"
 )
 
-// countingClusters counts the reads of target objects through the readers it hands out.
+// countingClusters counts the reads of target objects through the readers it hands
+// out: reads with Get, and objects answered from memory (clustercache.CachedReader, when
+// the cluster's reader watches).
 type countingClusters struct {
 	clustercache.ClusterCache
-	reads atomic.Int64
+	reads, cached atomic.Int64
 }
 
 func (c *countingClusters) GetReader(ctx context.Context, cluster *v1alpha1.Cluster) (clustercache.ObjectReader, error) {
@@ -32,17 +35,33 @@ func (c *countingClusters) GetReader(ctx context.Context, cluster *v1alpha1.Clus
 	if err != nil {
 		return nil, err
 	}
-	return countingTargets{r, &c.reads}, nil
+	return countingTargets{r, c}, nil
 }
 
 type countingTargets struct {
 	clustercache.ObjectReader
-	n *atomic.Int64
+	c *countingClusters
 }
 
 func (r countingTargets) Get(ctx context.Context, gvr schema.GroupVersionResource, ns, name string) (*unstructured.Unstructured, error) {
-	r.n.Add(1)
+	r.c.reads.Add(1)
 	return r.ObjectReader.Get(ctx, gvr, ns, name)
+}
+
+func (r countingTargets) GetCached(gvr schema.GroupVersionResource, ns, name string) (*unstructured.Unstructured, bool) {
+	cr, ok := r.ObjectReader.(clustercache.CachedReader)
+	if !ok {
+		return nil, false
+	}
+	obj, ok := cr.GetCached(gvr, ns, name)
+	if ok {
+		r.c.cached.Add(1)
+	}
+	return obj, ok
+}
+
+func (r countingTargets) List(ctx context.Context, gvr schema.GroupVersionResource, ns string, sel labels.Selector) ([]unstructured.Unstructured, error) {
+	return r.ObjectReader.(clustercache.ObjectLister).List(ctx, gvr, ns, sel)
 }
 
 // refusingWriter refuses every entries apply with err while it is set and passes
