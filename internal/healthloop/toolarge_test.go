@@ -3,6 +3,7 @@ package healthloop
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -61,7 +62,11 @@ func (r countingTargets) GetCached(gvr schema.GroupVersionResource, ns, name str
 }
 
 func (r countingTargets) List(ctx context.Context, gvr schema.GroupVersionResource, ns string, sel labels.Selector) ([]unstructured.Unstructured, error) {
-	return r.ObjectReader.(clustercache.ObjectLister).List(ctx, gvr, ns, sel)
+	l, ok := r.ObjectReader.(clustercache.ObjectLister)
+	if !ok {
+		return nil, fmt.Errorf("the reader %T cannot list", r.ObjectReader)
+	}
+	return l.List(ctx, gvr, ns, sel)
 }
 
 // refusingWriter refuses every entries apply with err while it is set and passes
