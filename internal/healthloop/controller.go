@@ -26,11 +26,15 @@ import (
 	"github.com/kumodo/convoy-observer/internal/clustercache"
 	"github.com/kumodo/convoy-observer/internal/controllerkit"
 	"github.com/kumodo/convoy-observer/internal/fairshare"
+	"github.com/kumodo/convoy-observer/internal/syncapi"
 )
 
-// Waker wakes the controller-manager for one Release: POST …/releases/<name>/sync.
+// Waker wakes the controller-manager for one Release: POST …/releases/<name>/sync. Its
+// answer's SyncRequestedAt is the sync annotation the request set (empty when the server
+// does not say); a failed request is an error (a missing Release a NotFound
+// apierrors.APIStatus naming it).
 type Waker interface {
-	RequestSync(ctx context.Context, namespace, name string) error
+	Sync(ctx context.Context, namespace, name string) (*syncapi.SyncResponse, error)
 }
 
 // DefaultReadConcurrency bounds the concurrent reads of target objects in one pass.

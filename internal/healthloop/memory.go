@@ -23,6 +23,10 @@ type releaseMemory struct {
 	// owed is what this process knows about the inventory's record of an owed sync
 	// request (owed.go).
 	owed owedState
+	// requested is the sync annotation that this process's last sync request set (the
+	// answer of /sync), until the cached Release shows it or a later one: the baseline of
+	// a new record while the cache lags behind that request (owed.go, baselineFor).
+	requested string
 	// written is the Healthy condition this process last applied (writeHealth), which a
 	// lagging cache may not show yet; nil before the first.
 	written *writtenHealth
@@ -45,7 +49,7 @@ type releaseMemory struct {
 
 // empty reports whether m holds nothing worth keeping (the uid alone is not).
 func (m *releaseMemory) empty() bool {
-	return len(m.attempts) == 0 && m.owed == (owedState{}) && m.written == nil && !m.entriesWritten &&
+	return len(m.attempts) == 0 && m.owed == (owedState{}) && m.requested == "" && m.written == nil && !m.entriesWritten &&
 		m.eventKind == "" && !m.budgetCut && m.refused == nil
 }
 

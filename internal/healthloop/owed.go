@@ -40,7 +40,8 @@ import (
 // least once); a steady Release, whose annotation has moved past the record, sends
 // nothing.
 //
-// The baseline costs no read of its own either: it is the cached Release's annotation,
+// The baseline costs no read of its own either: it is the cached Release's annotation
+// (or the one that this process's last request set, while the cache lags behind it),
 // confirmed once the record landed (confirm, after the pass's writes, also when one of
 // them failed) by the Release as the API server shows it then, which the pass's
 // condition apply answers with (one GET when the pass wrote no condition). A cache that
@@ -90,11 +91,38 @@ func (pi passInventory) syncOwedValue() string {
 	return pi.inv.Annotations[inventory.AnnotationSyncOwed]
 }
 
-// newOwedValue returns the value of a new record for rel: the time, and rel's sync
-// annotation as the cache shows it (confirm checks it against the API server after the
-// write).
-func (h *HealthController) newOwedValue(rel *v1alpha1.Release) string {
-	return h.Clock.Now().UTC().Format(time.RFC3339Nano) + owedBaseline + baselineOf(rel)
+// newOwedValue returns the value of a new record for rel: the time, and its baseline
+// (baselineFor; confirm checks it against the API server after the write).
+func (h *HealthController) newOwedValue(key string, rel *v1alpha1.Release) string {
+	return h.Clock.Now().UTC().Format(time.RFC3339Nano) + owedBaseline + h.baselineFor(key, rel)
+}
+
+// baselineFor is the baseline of a new record for rel: its sync annotation as the cache
+// shows it, or the annotation that this process's own last request set when the cache
+// has not shown that one yet (an empty annotation, or an earlier time). A request of
+// this process's own is never taken for the payment of a later debt, even when the
+// process dies before confirm: the pass of the edge after a paid one comes milliseconds
+// after that request, before a Release cache shows it.
+func (h *HealthController) baselineFor(key string, rel *v1alpha1.Release) string {
+	mine := h.recall(key).requested
+	if mine != "" && later(mine, rel.Annotations[v1alpha1.SyncRequestedAtAnnotation]) {
+		return mine
+	}
+	return baselineOf(rel)
+}
+
+// later reports whether a is a sync request's time (RFC 3339) later than b, or b is
+// empty (no request had been served). Anything else is not known to be later.
+func later(a, b string) bool {
+	at, err := time.Parse(time.RFC3339Nano, a)
+	if err != nil {
+		return false
+	}
+	if b == "" {
+		return true
+	}
+	bt, err := time.Parse(time.RFC3339Nano, b)
+	return err == nil && at.After(bt)
 }
 
 // rebased returns the record value with the baseline of live instead of its own, and
@@ -196,19 +224,25 @@ func (h *HealthController) patchSyncOwed(ctx context.Context, inv *v1alpha1.Rele
 
 // owedFor returns what this process knows about the record of an owed sync request of
 // key, given the Release and the inventory that the pass read. A record that this
-// process did not write, or has forgotten, is paid when the Release's sync annotation
-// has moved past its baseline, as the API server has it: the cached Release may lag
-// behind the cached inventory (two informers), and an older annotation differs from the
-// baseline too, without being a later request. An annotation that is a later time than
-// the baseline is a later request (requestedAfter); for any other, the API server says.
-// A record read as paid is remembered. One that this process wrote and the
-// cache does not show yet is still its own; one that is settled is forgotten once the
-// cache no longer shows it. Without an inventory there is nothing to pay or remove.
+// process did not write, or has forgotten, is paid only by a sync request served after
+// it was written (requestedAfter): the Release's annotation differs from the record's
+// baseline and is a later time than the record's own. A difference alone is no
+// payment: the cached Release may lag behind the cached inventory (two informers), and
+// the writer may have died before it confirmed a baseline that its own lagging cache
+// gave, so an annotation older than the record differs from the baseline too. When the
+// cached Release shows no such request, the API server's says; when that shows none
+// either, the record is unpaid and sent (a duplicate request is harmless, a lost one is
+// not). A record read as paid is remembered. One that this process wrote and the cache
+// does not show yet is still its own; one that is settled is forgotten once the cache
+// no longer shows it. Without an inventory there is nothing to pay or remove.
 func (h *HealthController) owedFor(ctx context.Context, key string, rel *v1alpha1.Release, inv passInventory) (owedState, error) {
 	recorded := inv.syncOwedValue()
 	var out owedState
 	foreign := false
 	h.remember(key, func(m *releaseMemory) {
+		if m.requested != "" && !later(m.requested, rel.Annotations[v1alpha1.SyncRequestedAtAnnotation]) {
+			m.requested = "" // the cache shows this process's last request, or a later one
+		}
 		st := m.owed
 		switch {
 		case inv.inv == nil || (recorded == "" && (st.settled || st.value == "")):
@@ -229,16 +263,16 @@ func (h *HealthController) owedFor(ctx context.Context, key string, rel *v1alpha
 	if !foreign {
 		return out, nil
 	}
-	paid, _ := paidSince(rel, recorded)
-	if !paid {
+	if changed, _ := paidSince(rel, recorded); !changed {
 		return owedState{value: recorded}, nil // unpaid (or a payment the cache lags behind): pay it
 	}
-	if !requestedAfter(rel, recorded) {
+	paid := requestedAfter(rel, recorded)
+	if !paid {
 		live, err := h.liveRelease(ctx, rel)
 		if err != nil {
 			return owedState{}, fmt.Errorf("reading the sync annotation of the Release to tell whether the owed sync request was paid: %w", err)
 		}
-		paid, _ = paidSince(live, recorded)
+		paid = requestedAfter(live, recorded)
 	}
 	out = owedState{value: recorded, paid: paid, settled: paid}
 	if paid {
@@ -247,26 +281,18 @@ func (h *HealthController) owedFor(ctx context.Context, key string, rel *v1alpha
 	return out, nil
 }
 
-// requestedAfter reports whether rel's sync annotation is the time of a request later
-// than the baseline of the record value: both are times in RFC 3339 (what /sync
-// writes), the annotation's later; or the baseline is empty (no request had been served)
-// and the annotation is such a time, since /sync sets it and never removes it. Anything
-// else (a hashed or foreign annotation, an earlier time: a cache behind the baseline)
-// tells nothing, and the caller asks the API server.
+// requestedAfter reports whether rel shows a sync request served after the record value
+// was written: its sync annotation differs from the record's baseline, and is a time in
+// RFC 3339 (what /sync writes) later than the record's own time. The two times come from
+// two clocks, the observer's and convoy-api's: one behind the other makes a payment
+// served within the difference read as unpaid, and it is sent again. Anything else (a
+// record or annotation that is no time, an earlier time) is no payment known.
 func requestedAfter(rel *v1alpha1.Release, value string) bool {
-	_, baseline, ok := strings.Cut(value, owedBaseline)
-	if !ok {
+	at, _, ok := strings.Cut(value, owedBaseline)
+	if changed, _ := paidSince(rel, value); !ok || !changed || at == "" {
 		return false
 	}
-	at, err := time.Parse(time.RFC3339Nano, rel.Annotations[v1alpha1.SyncRequestedAtAnnotation])
-	if err != nil {
-		return false
-	}
-	if baseline == "" {
-		return true
-	}
-	before, err := time.Parse(time.RFC3339Nano, baseline)
-	return err == nil && at.After(before)
+	return later(rel.Annotations[v1alpha1.SyncRequestedAtAnnotation], at)
 }
 
 // setOwed stores st for key; a zero st forgets it.
@@ -306,7 +332,7 @@ func (h *HealthController) openOwed(ctx context.Context, rel *v1alpha1.Release, 
 	}
 	persists := e.waveCompleted || e.renderAdvanced || (e.hooksFinished > 0 && res.hooks.status != nil)
 	if persists && inv.inv != nil && h.Waker != nil {
-		o.st = owedState{value: h.newOwedValue(rel), unconfirmed: true}
+		o.st = owedState{value: h.newOwedValue(key, rel), unconfirmed: true}
 		h.setOwed(key, o.st)
 	}
 	return o, nil
@@ -417,7 +443,7 @@ func (h *HealthController) wake(ctx context.Context, rel *v1alpha1.Release, e ed
 		log.Info("edge reached, but sync requests are disabled (--disable-sync): the controller-manager is not woken")
 		return true, nil
 	}
-	err = h.Waker.RequestSync(ctx, rel.Namespace, rel.Name)
+	resp, err := h.Waker.Sync(ctx, rel.Namespace, rel.Name)
 	if err != nil && releaseGone(err, rel.Name) {
 		// The Release is gone: nobody is left to wake, and a retry would never succeed.
 		syncRequests.WithLabelValues("gone").Inc()
@@ -431,6 +457,10 @@ func (h *HealthController) wake(ctx context.Context, rel *v1alpha1.Release, e ed
 		return false, fmt.Errorf("waking the controller-manager: %w", err)
 	}
 	syncRequests.WithLabelValues("ok").Inc()
+	if resp != nil && resp.SyncRequestedAt != "" {
+		at := resp.SyncRequestedAt
+		h.remember(keyOf(rel), func(m *releaseMemory) { m.requested = at })
+	}
 	log.Info("woke the controller-manager")
 	return true, nil
 }

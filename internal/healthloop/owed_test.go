@@ -96,6 +96,78 @@ func TestOwedRecordOfAnotherProcessAgainstALaggingCache(t *testing.T) {
 	}
 }
 
+// TestOwedRecordOfALeaderKilledBeforeConfirming (found by test/faults, handover, in CI):
+// a leader whose Release cache lagged behind a sync request (its own payment of the
+// edge before, served milliseconds earlier) recorded the next edge with the older
+// annotation as the baseline, and was killed before it confirmed that baseline against
+// the API server. The next leader saw an annotation that differs from the baseline and
+// is a later time than it, but was served before the record: reading it as the payment
+// lost the wave's sync request. A record this process did not write is paid only by a
+// request later than the record itself.
+func TestOwedRecordOfALeaderKilledBeforeConfirming(t *testing.T) {
+	t.Parallel()
+	for name, baseline := range map[string]string{"no request": "", "an older request": t0.Format(time.RFC3339Nano)} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			f.edge("entries")
+			f.pass() // the first edge, paid
+			served, err := time.Parse(time.RFC3339Nano, f.getRelease().Annotations[v1alpha1.SyncRequestedAtAnnotation])
+			must(t, err)
+			// The record the killed leader wrote a moment after that request, with the
+			// baseline its lagging cache showed.
+			f.setOwedRecord(served.Add(time.Millisecond).Format(time.RFC3339Nano) + owedBaseline + baseline)
+			f.h = f.newController()
+			f.pass()
+			if n := f.api.syncs.Load(); n != 2 {
+				t.Fatalf("sync requests = %d, want 2 (the killed leader's debt read as paid by the request before it)", n)
+			}
+			f.pass()
+			f.h = f.newController()
+			gets := &countingReader{Reader: env.Client}
+			f.h.LiveReader = gets
+			f.pass()
+			if n := f.api.syncs.Load(); n != 2 {
+				t.Errorf("sync requests = %d, want 2 (a paid debt was paid again)", n)
+			}
+			if n := gets.n.Load(); n != 0 {
+				t.Errorf("live reads of the Release = %d, want 0 (the payment is later than the record)", n)
+			}
+		})
+	}
+}
+
+// TestOwedRecordBaselineIsTheLastOwnRequest: the pass of an edge that comes right after
+// a paid one reads a Release cache that does not show that request yet. The record takes
+// the annotation this process's request set (the answer of /sync) as its baseline, not
+// the cache's older one: a process killed before confirming leaves a record that no
+// earlier request can pay, and confirm has nothing to correct (no replacing patch).
+func TestOwedRecordBaselineIsTheLastOwnRequest(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.edge("entries")
+	f.h.Reader = staleReader{Reader: env.Client, stale: f.getRelease()} // never shows a request
+	f.h.LiveReader = env.Client
+	f.pass()
+	served := f.getRelease().Annotations[v1alpha1.SyncRequestedAtAnnotation]
+	f.configMap("a", "false")
+	f.pass()
+	f.configMap("a", "true") // the wave completes again: a new debt
+	w := newFaultyWriter(nil)
+	f.h.Writer = w
+	f.unpaidPass()
+	if _, baseline, _ := strings.Cut(f.getInventory().Annotations[inventory.AnnotationSyncOwed], owedBaseline); baseline != served {
+		t.Errorf("the record's baseline = %q, want %q, the annotation of this process's last request", baseline, served)
+	}
+	if n := w.writes[inventory.FieldManagerSyncOwed]; n != 0 {
+		t.Errorf("patches of the record = %d, want 0 (its baseline needed no correction)", n)
+	}
+	f.pass()
+	if n := f.api.syncs.Load(); n != 2 {
+		t.Fatalf("sync requests = %d, want 2", n)
+	}
+}
+
 // TestPaidRecordOfAnotherProcessCostsNoRead: a paid record stays in the inventory of a
 // steady Release until a later apply drops it, so after a restart or a handover nearly
 // every Release shows one that the new process did not write. Telling it paid must not
@@ -335,9 +407,9 @@ func TestOwedRecordOfAHugeSyncAnnotation(t *testing.T) {
 }
 
 // TestForgedOwedRecords: records of an owed sync request written by someone else —
-// empty, without a baseline, huge, or with the Release's current annotation as their
-// baseline — cost at most one sync request each, never an endless series of requests,
-// and never a failed pass.
+// empty, without a baseline, huge, without a time, or with the Release's current
+// annotation as their baseline — cost at most one sync request each, never an endless
+// series of requests, and never a failed pass.
 func TestForgedOwedRecords(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -348,7 +420,8 @@ func TestForgedOwedRecords(t *testing.T) {
 		{"empty", func(*fixture) string { return "" }, 0},
 		{"no baseline", func(*fixture) string { return "garbage" }, 1},
 		{"huge, no baseline", func(*fixture) string { return strings.Repeat("g", 200<<10) }, 1},
-		{"paid baseline", func(*fixture) string { return "then" + owedBaseline + "an older request" }, 0},
+		{"paid baseline", func(*fixture) string { return t0.Format(time.RFC3339Nano) + owedBaseline + "an older request" }, 0},
+		{"no time", func(*fixture) string { return "then" + owedBaseline + "an older request" }, 1},
 		{"current baseline", func(f *fixture) string {
 			return "now" + owedBaseline + f.getRelease().Annotations[v1alpha1.SyncRequestedAtAnnotation]
 		}, 1},

@@ -102,12 +102,28 @@ func (c *Client) restClient() (*rest.RESTClient, error) {
 // sync annotation of the Release and so wakes the controller-manager. Errors: see
 // Client; a missing Release is a NotFound *apierrors.StatusError.
 func (c *Client) RequestSync(ctx context.Context, namespace, name string) error {
+	_, err := c.Sync(ctx, namespace, name)
+	return err
+}
+
+// Sync is RequestSync that also decodes the answer: the syncapi.SyncResponse, whose
+// SyncRequestedAt is the annotation convoy-api wrote (empty when an older convoy-api
+// answered without it, or with a body that is no SyncResponse: the request succeeded
+// all the same, so that is no error). Errors: see RequestSync.
+func (c *Client) Sync(ctx context.Context, namespace, name string) (*syncapi.SyncResponse, error) {
 	rc, err := c.restClient()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return rc.Post().Namespace(namespace).Resource("releases").Name(name).SubResource(syncapi.SubresourceSync).
-		Do(ctx).Error()
+	res := rc.Post().Namespace(namespace).Resource("releases").Name(name).SubResource(syncapi.SubresourceSync).Do(ctx)
+	if err := res.Error(); err != nil {
+		return nil, err
+	}
+	out := &syncapi.SyncResponse{}
+	if raw, err := res.Raw(); err != nil || json.Unmarshal(raw, out) != nil {
+		return &syncapi.SyncResponse{Release: namespace + "/" + name}, nil
+	}
+	return out, nil
 }
 
 // Health sends GET …/namespaces/{namespace}/releases/{name}/health and decodes the

@@ -34,6 +34,14 @@ func TestClientAgainstHandler(t *testing.T) {
 	if got := getRelease(t, "client-demo").Annotations[v1alpha1.SyncRequestedAtAnnotation]; got != "2026-05-06T07:08:09.000000010Z" {
 		t.Errorf("annotation = %q", got)
 	}
+	now = now.Add(time.Second)
+	resp, err := c.Sync(ctx, "default", "client-demo")
+	if err != nil {
+		t.Fatalf("Sync: %v", err)
+	}
+	if got := getRelease(t, "client-demo").Annotations[v1alpha1.SyncRequestedAtAnnotation]; resp.SyncRequestedAt != got || got != "2026-05-06T07:08:10.000000010Z" {
+		t.Errorf("Sync answered %+v, the annotation is %q: want the annotation it wrote", resp, got)
+	}
 
 	h, err := c.Health(ctx, "default", "client-demo")
 	if err != nil {
