@@ -230,7 +230,7 @@ func (h *HealthController) patchSyncOwed(ctx context.Context, inv *v1alpha1.Rele
 // payment: the cached Release may lag behind the cached inventory (two informers), and
 // the writer may have died before it confirmed a baseline that its own lagging cache
 // gave, so an annotation older than the record differs from the baseline too. When the
-// cached Release shows no such request, the API server's says; when that shows none
+// cached Release shows no such request, the API server's copy says; when that shows none
 // either, the record is unpaid and sent (a duplicate request is harmless, a lost one is
 // not). A record read as paid is remembered. One that this process wrote and the cache
 // does not show yet is still its own; one that is settled is forgotten once the cache
