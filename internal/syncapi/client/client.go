@@ -120,10 +120,11 @@ func (c *Client) Sync(ctx context.Context, namespace, name string) (*syncapi.Syn
 		return nil, err
 	}
 	out := &syncapi.SyncResponse{}
-	if raw, err := res.Raw(); err != nil || json.Unmarshal(raw, out) != nil {
-		return &syncapi.SyncResponse{Release: namespace + "/" + name}, nil
+	if raw, err := res.Raw(); err == nil && json.Unmarshal(raw, out) == nil {
+		return out, nil
 	}
-	return out, nil
+	// The request succeeded: an answer that is no SyncResponse only says nothing more.
+	return &syncapi.SyncResponse{Release: namespace + "/" + name}, nil
 }
 
 // Health sends GET …/namespaces/{namespace}/releases/{name}/health and decodes the

@@ -106,6 +106,24 @@ func TestClientErrors(t *testing.T) {
 	}
 }
 
+// TestSyncOfAnAnswerWithoutTheTime: a request that succeeded is no error, whatever its
+// body: an older convoy-api, or a proxy, may answer without the annotation it wrote.
+func TestSyncOfAnAnswerWithoutTheTime(t *testing.T) {
+	t.Parallel()
+	for _, body := range []string{"", "accepted", `{"release":"default/x"}`} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.WriteHeader(http.StatusAccepted)
+			_, _ = w.Write([]byte(body))
+		}))
+		c := &syncapiclient.Client{Config: &rest.Config{}, BaseURL: srv.URL, HTTP: srv.Client()}
+		resp, err := c.Sync(context.Background(), "default", "x")
+		srv.Close()
+		if err != nil || resp == nil || resp.SyncRequestedAt != "" || resp.Release != "default/x" {
+			t.Errorf("Sync answered with %q = %+v, %v; want the Release and no time, no error", body, resp, err)
+		}
+	}
+}
+
 func TestRequestLog(t *testing.T) {
 	t.Parallel()
 	lines := make(chan string, 4)
