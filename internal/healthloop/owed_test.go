@@ -127,12 +127,7 @@ func TestOwedRecordOfALeaderKilledBeforeConfirming(t *testing.T) {
 			gets := &countingReader{Reader: env.Client}
 			f.h.LiveReader = gets
 			f.pass()
-			if n := f.api.syncs.Load(); n != 2 {
-				t.Errorf("sync requests = %d, want 2 (a paid debt was paid again)", n)
-			}
-			if n := gets.n.Load(); n != 0 {
-				t.Errorf("live reads of the Release = %d, want 0 (the payment is later than the record)", n)
-			}
+			f.wantSyncsWithoutLiveReads(gets, 2, "a paid debt was paid again", "the payment is later than the record")
 		})
 	}
 }
@@ -463,11 +458,18 @@ func TestOwedRecordBaselineCostsNoRead(t *testing.T) {
 	f.pass()
 	f.configMap("a", "true") // a second edge, after a request of this process's own
 	f.pass()
-	if n := f.api.syncs.Load(); n != 2 {
-		t.Fatalf("sync requests = %d, want 2", n)
+	f.wantSyncsWithoutLiveReads(gets, 2, "one per edge", "the condition apply answers with it")
+}
+
+// wantSyncsWithoutLiveReads fails the test unless f's convoy-api served want sync
+// requests and gets counted no GET of the Release; the reasons go in the messages.
+func (f *fixture) wantSyncsWithoutLiveReads(gets *countingReader, want int32, syncsWhy, readsWhy string) {
+	f.t.Helper()
+	if n := f.api.syncs.Load(); n != want {
+		f.t.Errorf("sync requests = %d, want %d (%s)", n, want, syncsWhy)
 	}
 	if n := gets.n.Load(); n != 0 {
-		t.Errorf("live reads of the Release = %d, want 0 (the condition apply answers with it)", n)
+		f.t.Errorf("live reads of the Release = %d, want 0 (%s)", n, readsWhy)
 	}
 }
 
