@@ -43,8 +43,8 @@ func main() {
 		shards   = flag.Int("shards", 1, "K > 1: K observers, one per shard, the fleet's Clusters spread over them (with --clusters); figures are their sums")
 		binary   = flag.String("observer-binary", "", "a built convoy-observer to measure instead of this tree's (e.g. an earlier commit's, for a before/after)")
 		args     = flag.String("observer-args", "", "extra flags of convoy-observer, space-separated (e.g. \"--target-direct-reads\")")
-		floor    = flag.Int("floor", 0, "P > 0: for each N, P pairs of runs, the floor client (test/scale/floorclient: the spec's writes only) "+
-			"then convoy-observer, each pair printing the converge and CPU ratios (observer / floor); without --clusters")
+		floor    = flag.Int("floor", 0, "P > 0: for each N, P pairs of runs of the floor client (test/scale/floorclient: the spec's writes only) "+
+			"and convoy-observer (the floor client first in odd pairs, the observer in even ones), each pair printing the converge and CPU ratios (observer / floor); without --clusters")
 		cpuProfile = flag.Duration("cpu-profile", 0, "> 0: a CPU profile of the observer (and of the floor client) over this first part of the converge, "+
 			"written next to its log in the temporary directory")
 		rules = flag.String("rules", scale.RulesDefaults, "comma-separated rule selections, each run for every N: "+
@@ -181,15 +181,20 @@ func fleetLine(r *scale.Report) string {
 		r.PerCluster(float64(r.RSSConverged))/(1<<10), r.PerCluster(float64(r.Goroutines)), r.PerCluster(r.TargetWatches))
 }
 
-// floorPairs runs, for each N, p pairs (the floor client, then the observer) and prints
-// each pair's ratios, then returns the exit status.
+// floorPairs runs, for each N, p pairs and prints each pair's ratios, then returns the
+// exit status. Odd pairs run the floor client first, even pairs the observer first, so
+// that a machine that drifts faster or slower over the runs does not favour one side.
 func floorPairs(ctx context.Context, ns []int, p int, config func(n int, floor bool) scale.Config) int {
 	status := 0
 	var summary []string
 	for _, n := range ns {
 		for k := 1; k <= p && ctx.Err() == nil; k++ {
-			var pair [2]*scale.Report
-			for i, useFloor := range []bool{true, false} {
+			var pair [2]*scale.Report // the floor client's, the observer's
+			order := []bool{true, false}
+			if k%2 == 0 {
+				order = []bool{false, true}
+			}
+			for _, useFloor := range order {
 				rep, err := scale.Run(ctx, config(n, useFloor))
 				if err != nil {
 					fmt.Fprintf(os.Stderr, "bench-scale N=%d floor=%v: %v\n", n, useFloor, err)
@@ -197,9 +202,13 @@ func floorPairs(ctx context.Context, ns []int, p int, config func(n int, floor b
 					break
 				}
 				fmt.Println(rep.Table())
-				pair[i] = rep
+				if useFloor {
+					pair[0] = rep
+				} else {
+					pair[1] = rep
+				}
 			}
-			if pair[1] == nil {
+			if pair[0] == nil || pair[1] == nil {
 				continue
 			}
 			f, o := pair[0], pair[1]
