@@ -27,10 +27,14 @@ func crashRender(ref string) *render {
 }
 
 // crashLoop plays the kubelet for the Pods labelled crashLabel in the demo namespace
-// until ctx ends: every pollInterval it writes, on each such Pod that kwok scheduled and
-// that does not show it yet, the status of a container that exited 1 five times and
-// waits in CrashLoopBackOff.
-func crashLoop(ctx context.Context, c client.Client) {
+// until ctx ends: every pollInterval it writes, on each such Pod that kwok scheduled,
+// that is at least after old (creationTimestamp has whole seconds: a Pod may crash up
+// to a second sooner) and that does not show it yet, the status of a container
+// that exited 1 five times and waits in CrashLoopBackOff. With after 0 a Pod crashes as
+// soon as it is scheduled; a real container starts, runs and exits a few times first,
+// which after plays (--crash-after): the observer's first pass at r4 then sees the new
+// Pods start, and a later pass decides Degraded.
+func crashLoop(ctx context.Context, c client.Client, after time.Duration) {
 	tick := time.NewTicker(pollInterval / 2)
 	defer tick.Stop()
 	for {
@@ -38,7 +42,7 @@ func crashLoop(ctx context.Context, c client.Client) {
 		if err := c.List(ctx, &pods, client.InNamespace(demoNamespace), client.HasLabels{crashLabel}); err == nil {
 			for i := range pods.Items {
 				p := &pods.Items[i]
-				if p.Spec.NodeName == "" || p.DeletionTimestamp != nil || crashing(p) {
+				if p.Spec.NodeName == "" || p.DeletionTimestamp != nil || crashing(p) || time.Since(p.CreationTimestamp.Time) < after {
 					continue
 				}
 				p.Status = crashStatus(p)

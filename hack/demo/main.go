@@ -56,7 +56,8 @@ type options struct {
 	// install runs the components as config/default ships them; auditLog and
 	// metricsDir are where their requests and their metrics go.
 	install              bool
-	fromChart            bool // with install: the chart's rendering instead of config/default
+	fromChart            bool          // with install: the chart's rendering instead of config/default
+	crashAfter           time.Duration // how old a Pod of r4 is when it shows its crash loop
 	auditLog, metricsDir string
 }
 
@@ -66,13 +67,14 @@ func main() {
 	flag.DurationVar(&o.timeout, "timeout", 4*time.Minute, "give up when the scenario (cluster start and builds included) has not finished after this long")
 	flag.BoolVar(&o.keep, "keep", false, "keep the state directory (kubeconfig, logs, etcd data) on exit")
 	flag.BoolVar(&o.race, "race", false, "build convoy-api and convoy-observer with the race detector and fail when it reports a race (the e2e test's mode)")
+	flag.DurationVar(&o.crashAfter, "crash-after", 0, "how old a Pod of r4 is when the demo shows its container crash-looping (0: as soon as it is scheduled); a few seconds play a container that starts and exits first, so the observer sees the Pods start before failFast decides")
 	flag.BoolVar(&o.install, "install", false, "run convoy-api and convoy-observer as config/default ships them: its RBAC, the tokens of its ServiceAccounts, its arguments and APIService")
 	flag.BoolVar(&o.fromChart, "from-chart", false, "with --install: install what the Helm chart charts/convoy-observer renders (values namespace.create=true) instead of config/default")
 	flag.StringVar(&o.auditLog, "audit-log", "", "with --install: write the kube-apiserver's audit log of the install's ServiceAccounts here (JSON lines)")
 	flag.StringVar(&o.metricsDir, "metrics-dir", "", "with --install: write the /metrics of convoy-observer and convoy-api here at the end")
 	flag.Parse()
-	if flag.NArg() > 0 || o.timeout <= 0 || (!o.install && (o.auditLog != "" || o.metricsDir != "" || o.fromChart)) {
-		fmt.Fprintf(os.Stderr, "usage: demo [--once] [--timeout D] [--keep] [--race] [--install [--from-chart] [--audit-log F] [--metrics-dir D]]\n")
+	if flag.NArg() > 0 || o.timeout <= 0 || o.crashAfter < 0 || (!o.install && (o.auditLog != "" || o.metricsDir != "" || o.fromChart)) {
+		fmt.Fprintf(os.Stderr, "usage: demo [--once] [--timeout D] [--keep] [--race] [--crash-after D] [--install [--from-chart] [--audit-log F] [--metrics-dir D]]\n")
 		os.Exit(2)
 	}
 	// The handler stays installed until the cleanup is over: a second Ctrl-C must not
@@ -200,8 +202,9 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 			c: cluster.Client, namespace: rel.Namespace, name: rel.Name,
 			api: syncapiclient.NewClient(apiConfig(cluster)),
 		},
-		checks: []func() error{cluster.Check, comps.Check},
-		cli:    cliAccess{convoyctl: filepath.Join(binDir, "convoyctl"), kubeconfig: cluster.KubeconfigPath}, // through the kube-apiserver
+		checks:     []func() error{cluster.Check, comps.Check},
+		cli:        cliAccess{convoyctl: filepath.Join(binDir, "convoyctl"), kubeconfig: cluster.KubeconfigPath}, // through the kube-apiserver
+		crashAfter: o.crashAfter,
 	}
 	s.m.onSync = func(n int, at string) {
 		disp.Event("sync request #%d from the observer (%s=%s)", n, "convoy.kumodo.io/sync-requested-at", at)

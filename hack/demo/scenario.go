@@ -59,6 +59,8 @@ type scenario struct {
 	checks []func() error
 	// cli runs convoyctl release wait.
 	cli cliAccess
+	// crashAfter is how old a Pod of r4 is when it shows its crash loop (crashLoop).
+	crashAfter time.Duration
 
 	results         []stepResult
 	progressingSeen bool
@@ -106,7 +108,7 @@ func (s *scenario) run(ctx context.Context) error {
 	}
 	for w := int32(0); w <= good.lastWave(); w++ {
 		final := w == good.lastWave()
-		if err := s.wave(ctx, good, w, true, s.waveHealthy(good, w, final)); err != nil {
+		if err := s.wave(ctx, good, w, syncFindingState, s.waveHealthy(good, w, final)); err != nil {
 			return err
 		}
 		for _, h := range good.Hooks {
@@ -122,7 +124,7 @@ func (s *scenario) run(ctx context.Context) error {
 			}
 			s.disp.Event("hook %s: applied Job %s and recorded the hook (timeout %s); waiting for it to succeed and for a sync request",
 				h.Name, objectName(*h.Job.Namespace, *h.Job.Name), h.Timeout)
-			if err := s.waitFor(ctx, "hook "+h.Name, since, true, s.hookSucceeded(h.Name)); err != nil {
+			if err := s.waitFor(ctx, "hook "+h.Name, since, syncFindingState, s.hookSucceeded(h.Name)); err != nil {
 				return err
 			}
 		}
@@ -135,10 +137,10 @@ func (s *scenario) run(ctx context.Context) error {
 	if err := s.rollout(ctx, bad); err != nil {
 		return err
 	}
-	if err := s.wave(ctx, bad, 0, true, s.waveHealthy(bad, 0, false)); err != nil {
+	if err := s.wave(ctx, bad, 0, syncFindingState, s.waveHealthy(bad, 0, false)); err != nil {
 		return err
 	}
-	if err := s.wave(ctx, bad, 1, false, s.deploymentDegraded(bad)); err != nil {
+	if err := s.wave(ctx, bad, 1, noSync, s.deploymentDegraded(bad)); err != nil {
 		return err
 	}
 	if !s.progressingSeen {
@@ -164,7 +166,7 @@ func (s *scenario) failFast(ctx context.Context) error {
 		return err
 	}
 	for w := int32(0); w <= fix.lastWave(); w++ {
-		if err := s.wave(ctx, fix, w, true, s.waveHealthy(fix, w, w == fix.lastWave())); err != nil {
+		if err := s.wave(ctx, fix, w, syncFindingState, s.waveHealthy(fix, w, w == fix.lastWave())); err != nil {
 			return err
 		}
 	}
@@ -175,20 +177,23 @@ func (s *scenario) failFast(ctx context.Context) error {
 	s.disp.Event("Release %s/%s: spec.healthAssessment.failFast=true (a workload whose Pods fail for good is Degraded at once)", demoNamespace, releaseName)
 	sim, stop := context.WithCancel(ctx)
 	defer stop()
-	go crashLoop(sim, s.d.c)
+	go crashLoop(sim, s.d.c, s.crashAfter)
 	crash := crashRender("r4")
 	crash.expect = fmt.Sprintf("its new Pods crash-loop (the demo plays their kubelet); waiting for Deployment %s/%s to be Degraded at once by failFast, before the deadline of %s, and for a sync request",
 		demoNamespace, deployName, healthDeadline)
 	if err := s.rollout(ctx, crash); err != nil {
 		return err
 	}
-	if err := s.wave(ctx, crash, 0, true, s.waveHealthy(crash, 0, false)); err != nil {
+	if err := s.wave(ctx, crash, 0, syncFindingState, s.waveHealthy(crash, 0, false)); err != nil {
 		return err
 	}
-	// The wave's render advanced: the observer sends a sync request in the pass that
-	// writes Degraded, just after the condition, so the step waits for both (a snapshot
-	// between the two ended it without the request).
-	if err := s.wave(ctx, crash, 1, true, s.deploymentFailedFast(crash)); err != nil {
+	// The wave's render advanced: the observer sends a sync request in the first pass
+	// that assesses the wave at r4, whatever the Deployment's state is then, so the step
+	// waits for both, in either order. That pass may write Degraded just before the
+	// request (a snapshot between the two ended the step without it), or, when the
+	// Deployment's new Pods do not crash yet, Progressing, and Degraded comes in a later
+	// pass without a request of its own (the controller-manager watches the inventory).
+	if err := s.wave(ctx, crash, 1, syncDuringStep, s.deploymentFailedFast(crash)); err != nil {
 		return err
 	}
 	last := s.results[len(s.results)-1]
@@ -208,9 +213,24 @@ func (s *scenario) rollout(ctx context.Context, r *render) error {
 	return nil
 }
 
-// wave applies wave w of r and waits until cond holds and, with needSync, for the
-// observer's sync request, which is what advances the controller-manager.
-func (s *scenario) wave(ctx context.Context, r *render, w int32, needSync bool, cond condFunc) error {
+// syncNeed is what a step waits for from the observer's sync requests, besides its
+// state.
+type syncNeed int
+
+const (
+	// noSync: the state alone ends the step.
+	noSync syncNeed = iota
+	// syncFindingState: a sync request that found the state holding (seen in a snapshot
+	// showing it, or in a later one): the edge that the state is (a completed wave, a
+	// finished hook) is what advances the controller-manager.
+	syncFindingState
+	// syncDuringStep: a sync request since the step began, before the state or after it.
+	syncDuringStep
+)
+
+// wave applies wave w of r and waits until cond holds and for the observer's sync
+// request that need says, which is what advances the controller-manager.
+func (s *scenario) wave(ctx context.Context, r *render, w int32, need syncNeed, cond condFunc) error {
 	since, err := s.mark(ctx)
 	if err != nil {
 		return err
@@ -227,12 +247,12 @@ func (s *scenario) wave(ctx context.Context, r *render, w int32, needSync bool, 
 	switch {
 	case r.expect != "" && w == r.lastWave():
 		what = r.expect
-	case !needSync:
+	case need == noSync:
 		what = fmt.Sprintf("waiting for Deployment %s/%s to go Progressing, then Degraded after %s", demoNamespace, deployName, healthDeadline)
 	}
 	s.disp.Event("%s wave %d: applied %s; recorded them in ReleaseInventory %s/%s; %s",
 		r.Ref, w, strings.Join(names, ", "), s.d.namespace, s.d.name, what)
-	return s.waitFor(ctx, fmt.Sprintf("%s wave %d", r.Ref, w), since, needSync, cond)
+	return s.waitFor(ctx, fmt.Sprintf("%s wave %d", r.Ref, w), since, need, cond)
 }
 
 // mark takes a snapshot so that the sync requests seen so far are counted before the
@@ -247,10 +267,10 @@ func (s *scenario) mark(ctx context.Context) (int, error) {
 	return snap.Syncs, nil
 }
 
-// waitFor polls until cond holds and, with needSync, a sync request arrived after
-// syncsBefore that found it holding: the driver advances only on a sync, like convoy's
-// controller-manager woken by the observer.
-func (s *scenario) waitFor(ctx context.Context, step string, syncsBefore int, needSync bool, cond condFunc) error {
+// waitFor polls until cond holds and the sync request that need says arrived after
+// syncsBefore: the driver advances only on a sync, like convoy's controller-manager
+// woken by the observer.
+func (s *scenario) waitFor(ctx context.Context, step string, syncsBefore int, need syncNeed, cond condFunc) error {
 	start := time.Now()
 	consumed := syncsBefore
 	// Until the first snapshot is checked, everything the step waits for is missing: a
@@ -279,13 +299,16 @@ func (s *scenario) waitFor(ctx context.Context, step string, syncsBefore int, ne
 			}
 			newSync := snap.Syncs > consumed
 			consumed = snap.Syncs
+			if need == syncDuringStep {
+				newSync = snap.Syncs > syncsBefore
+			}
 			if len(missing) == 0 {
-				if !needSync || newSync {
+				if need == noSync || newSync {
 					s.results = append(s.results, stepResult{Name: step, Duration: time.Since(start), Syncs: snap.Syncs - syncsBefore})
 					return nil
 				}
 				missing = []string{"a sync request from the observer (the state is reached; none arrived since)"}
-			} else if needSync && snap.Syncs == syncsBefore {
+			} else if need != noSync && snap.Syncs == syncsBefore {
 				missing = append(missing, "a sync request from the observer (none since the step began)")
 			}
 		}

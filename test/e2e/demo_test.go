@@ -30,10 +30,13 @@ const (
 // then Degraded with the diagnosis of its unschedulable Pod, after a rollback the
 // crash-looping one Degraded at once by failFast, convoyctl release wait exiting 0 then
 // 3, the Release's Events — and
-// that no process nor state outlives it.
+// that no process nor state outlives it. Its Pods crash 2 s after they are created
+// (--crash-after), so the observer's pass whose advanced render sends r4's sync request
+// comes before Degraded, every time: the demo's step must take that request (it waited
+// for another one, which never comes). test/install plays the crash at once.
 func TestDemoOnce(t *testing.T) {
 	env := setup(t)
-	r := env.start(t, "--once", "--timeout="+demoTimeout.String())
+	r := env.start(t, "--once", "--timeout="+demoTimeout.String(), "--crash-after=2s")
 	err := r.wait(runTimeout)
 	out := r.output()
 	if err != nil {
