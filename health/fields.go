@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -401,14 +402,16 @@ func (f *Fields) MarshalKept(v any) ([]byte, error) {
 	if f == nil || f.all {
 		return json.Marshal(v)
 	}
-	kept, err := f.kept(reflect.ValueOf(v), 0)
-	if err != nil {
+	w := keptWriters.Get().(*keptWriter)
+	defer keptWriters.Put(w)
+	w.buf.Reset()
+	if err := f.writeKept(w, reflect.ValueOf(v), 0); err != nil {
 		return nil, err
 	}
-	return json.Marshal(kept)
+	return bytes.Clone(w.buf.Bytes()), nil
 }
 
-// maxKeptDepth bounds the walk of kept: deeper values are encoded by encoding/json,
+// maxKeptDepth bounds the walk of writeKept: deeper values are encoded by encoding/json,
 // which tells a cycle from a deep value.
 const maxKeptDepth = 200
 
@@ -418,88 +421,195 @@ var (
 	zeroer        = reflect.TypeFor[interface{ IsZero() bool }]()
 )
 
-// kept returns a value that encodes as what f keeps of v, at depth levels of the walk.
-func (f *Fields) kept(v reflect.Value, depth int) (any, error) {
+// keptWriter is the buffer that MarshalKept writes into, and an encoding/json encoder
+// of values into it; keptWriters reuses them, so one object costs the copy of its JSON
+// and the values that encoding/json encodes, not a tree of maps.
+type keptWriter struct {
+	buf bytes.Buffer
+	enc *json.Encoder
+	// fields is the scratch list of a struct's kept fields, reused down the walk.
+	fields []keptField
+}
+
+var keptWriters = sync.Pool{New: func() any {
+	w := &keptWriter{}
+	w.enc = json.NewEncoder(&w.buf)
+	return w
+}}
+
+// keptField is a field of a struct that f keeps: its JSON name, its fields, its value.
+type keptField struct {
+	name  string
+	f     *Fields
+	value reflect.Value
+}
+
+// value writes encoding/json's encoding of x (without the encoder's newline).
+func (w *keptWriter) value(x any) error {
+	if err := w.enc.Encode(x); err != nil {
+		return err
+	}
+	w.buf.Truncate(w.buf.Len() - 1)
+	return nil
+}
+
+// name writes the object key name, as encoding/json writes a map's string key.
+func (w *keptWriter) name(name string) error {
+	for i := range len(name) {
+		if c := name[i]; c < 0x20 || c >= 0x80 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return w.value(name)
+		}
+	}
+	w.buf.WriteByte('"')
+	w.buf.WriteString(name)
+	w.buf.WriteByte('"')
+	return nil
+}
+
+// writeKept writes what f keeps of v, at depth levels of the walk, as encoding/json
+// would write the tree of maps and lists of those values: object keys sorted, nil
+// pointers, interfaces, slices and maps as null, leaves encoded whole.
+func (f *Fields) writeKept(w *keptWriter, v reflect.Value, depth int) error {
 	if !v.IsValid() {
-		return nil, nil
+		w.buf.WriteString("null")
+		return nil
 	}
 	if f == nil || f.all {
-		return whole(v)
+		return w.whole(v)
 	}
 	t := v.Type()
-	if depth > maxKeptDepth || encodesItself(t) || (v.CanAddr() && encodesItself(reflect.PointerTo(t))) {
-		return f.prunedJSON(v)
+	value, pointer := selfEncoding(t)
+	if depth > maxKeptDepth || value || (pointer && v.CanAddr()) {
+		return f.writePruned(w, v)
 	}
 	switch v.Kind() {
 	case reflect.Pointer, reflect.Interface:
 		if v.IsNil() {
-			return nil, nil
+			w.buf.WriteString("null")
+			return nil
 		}
-		return f.kept(v.Elem(), depth+1)
+		return f.writeKept(w, v.Elem(), depth+1)
 	case reflect.Slice, reflect.Array:
 		if v.Kind() == reflect.Slice && v.IsNil() {
-			return nil, nil
+			w.buf.WriteString("null")
+			return nil
 		}
 		if t.Elem().Kind() == reflect.Uint8 {
-			return whole(v) // bytes encode as a string
+			return w.whole(v) // bytes encode as a string
 		}
-		items := make([]any, v.Len())
-		for i := range items {
-			item, err := f.kept(v.Index(i), depth+1)
-			if err != nil {
-				return nil, err
+		w.buf.WriteByte('[')
+		for i := range v.Len() {
+			if i > 0 {
+				w.buf.WriteByte(',')
 			}
-			items[i] = item
+			if err := f.writeKept(w, v.Index(i), depth+1); err != nil {
+				return err
+			}
 		}
-		return items, nil
+		w.buf.WriteByte(']')
+		return nil
 	case reflect.Map:
 		if v.IsNil() {
-			return nil, nil
+			w.buf.WriteString("null")
+			return nil
 		}
-		if t.Key().Kind() != reflect.String || encodesItself(t.Key()) {
-			return f.prunedJSON(v)
+		if keyValue, _ := selfEncoding(t.Key()); t.Key().Kind() != reflect.String || keyValue {
+			return f.writePruned(w, v)
 		}
-		out := make(map[string]any, len(f.sub))
+		start := len(w.fields)
 		for name, child := range f.sub {
-			mv := v.MapIndex(reflect.ValueOf(name).Convert(t.Key()))
-			if !mv.IsValid() {
-				continue
+			if mv := v.MapIndex(reflect.ValueOf(name).Convert(t.Key())); mv.IsValid() {
+				w.fields = append(w.fields, keptField{name: name, f: child, value: mv})
 			}
-			value, err := child.kept(mv, depth+1)
-			if err != nil {
-				return nil, err
-			}
-			out[name] = value
 		}
-		return out, nil
+		return w.object(start, depth)
 	case reflect.Struct:
 		if !plainStruct(t) {
-			return f.prunedJSON(v)
+			return f.writePruned(w, v)
 		}
-		out := make(map[string]any, len(f.sub))
-		if err := f.keptFields(v, out, depth); err != nil {
-			return nil, err
-		}
-		return out, nil
+		start := len(w.fields)
+		f.keptFields(w, v)
+		return w.object(start, depth)
 	}
-	return whole(v)
+	return w.whole(v)
 }
 
-// prunedJSON is v encoded by encoding/json, then what Prune keeps of it (numbers as they
-// were written).
-func (f *Fields) prunedJSON(v reflect.Value) (any, error) {
+// object writes the kept fields from start on as a JSON object, keys sorted as
+// encoding/json sorts a map's, and drops them from the scratch list.
+func (w *keptWriter) object(start, depth int) error {
+	defer func() {
+		clear(w.fields[start:]) // no object outlives the walk in the pool
+		w.fields = w.fields[:start]
+	}()
+	fields := w.fields[start:]
+	slices.SortFunc(fields, func(a, b keptField) int { return strings.Compare(a.name, b.name) })
+	w.buf.WriteByte('{')
+	for i := range fields {
+		kf := w.fields[start+i] // the list may grow (and move) below this object
+		if i > 0 {
+			w.buf.WriteByte(',')
+		}
+		if err := w.name(kf.name); err != nil {
+			return err
+		}
+		w.buf.WriteByte(':')
+		if err := kf.f.writeKept(w, kf.value, depth+1); err != nil {
+			return err
+		}
+	}
+	w.buf.WriteByte('}')
+	return nil
+}
+
+// whole writes encoding/json's encoding of v (through its address when it has one, so
+// that a MarshalJSON of a pointer receiver is used as encoding/json uses it for a
+// field); a bool or an integer of a type without methods directly, as encoding/json
+// writes it.
+func (w *keptWriter) whole(v reflect.Value) error {
+	if v.Type().PkgPath() != "" { // a named type, which may encode itself
+		return w.valueOf(v)
+	}
+	switch v.Kind() {
+	case reflect.Bool:
+		w.buf.WriteString(strconv.FormatBool(v.Bool()))
+		return nil
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		w.buf.Write(strconv.AppendInt(w.buf.AvailableBuffer(), v.Int(), 10))
+		return nil
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		w.buf.Write(strconv.AppendUint(w.buf.AvailableBuffer(), v.Uint(), 10))
+		return nil
+	}
+	return w.valueOf(v)
+}
+
+// valueOf writes encoding/json's encoding of v, through its address when it has one.
+func (w *keptWriter) valueOf(v reflect.Value) error {
+	if v.CanAddr() {
+		return w.value(v.Addr().Interface())
+	}
+	return w.value(v.Interface())
+}
+
+// writePruned writes v encoded by encoding/json, then what Prune keeps of it (numbers as
+// they were written).
+func (f *Fields) writePruned(w *keptWriter, v reflect.Value) error {
 	raw, err := whole(v)
-	if err != nil || len(raw) == 0 || (raw[0] != '{' && raw[0] != '[') {
-		return raw, err
+	if err != nil {
+		return err
+	}
+	if len(raw) == 0 || (raw[0] != '{' && raw[0] != '[') {
+		w.buf.Write(raw)
+		return nil
 	}
 	var content any
 	d := json.NewDecoder(bytes.NewReader(raw))
 	d.UseNumber()
 	if err := d.Decode(&content); err != nil {
-		return nil, err
+		return err
 	}
 	f.pruneValue(content)
-	return content, nil
+	return w.value(content)
 }
 
 // encodesItself reports whether encoding/json encodes a value of t by its own method.
@@ -507,9 +617,25 @@ func encodesItself(t reflect.Type) bool {
 	return t.Implements(jsonMarshaler) || t.Implements(textMarshaler)
 }
 
-// keptFields adds to out what f keeps of the fields of the struct v (a plainStruct), by
-// their JSON names.
-func (f *Fields) keptFields(v reflect.Value, out map[string]any, depth int) error {
+// selfEncoders caches selfEncoding by type.
+var selfEncoders sync.Map // reflect.Type → [2]bool
+
+// selfEncoding reports whether encoding/json encodes a value of t (value), or one of t
+// that it can address (pointer), by its own method: encodesItself of t and of *t.
+func selfEncoding(t reflect.Type) (value, pointer bool) {
+	if c, ok := selfEncoders.Load(t); ok {
+		both := c.([2]bool)
+		return both[0], both[1]
+	}
+	value, pointer = encodesItself(t), encodesItself(reflect.PointerTo(t))
+	selfEncoders.Store(t, [2]bool{value, pointer})
+	return value, pointer
+}
+
+// keptFields appends to w's scratch list the fields of the struct v (a plainStruct)
+// that f keeps, by their JSON names; "omitempty" and "omitzero" leave out what
+// encoding/json leaves out.
+func (f *Fields) keptFields(w *keptWriter, v reflect.Value) {
 	t := v.Type()
 	for i := range t.NumField() {
 		sf := t.Field(i)
@@ -528,9 +654,7 @@ func (f *Fields) keptFields(v reflect.Value, out map[string]any, depth int) erro
 				}
 				fv = fv.Elem()
 			}
-			if err := f.keptFields(fv, out, depth+1); err != nil {
-				return err
-			}
+			f.keptFields(w, fv)
 			continue
 		case !sf.IsExported():
 			continue
@@ -541,17 +665,23 @@ func (f *Fields) keptFields(v reflect.Value, out map[string]any, depth int) erro
 		if child == nil {
 			continue
 		}
-		options := strings.Split(opts, ",")
-		if (slices.Contains(options, "omitempty") && emptyValue(fv)) || (slices.Contains(options, "omitzero") && zeroValue(fv)) {
+		if (hasOption(opts, "omitempty") && emptyValue(fv)) || (hasOption(opts, "omitzero") && zeroValue(fv)) {
 			continue
 		}
-		value, err := child.kept(fv, depth+1)
-		if err != nil {
-			return err
-		}
-		out[name] = value
+		w.fields = append(w.fields, keptField{name: name, f: child, value: fv})
 	}
-	return nil
+}
+
+// hasOption reports whether the options of a json tag (after its name) include opt.
+func hasOption(opts, opt string) bool {
+	for opts != "" {
+		var o string
+		o, opts, _ = strings.Cut(opts, ",")
+		if o == opt {
+			return true
+		}
+	}
+	return false
 }
 
 // plainStructs caches plainStruct by type.
