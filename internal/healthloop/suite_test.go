@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -29,6 +30,7 @@ import (
 	"github.com/kumodo/convoy-observer/internal/clustercache"
 	"github.com/kumodo/convoy-observer/internal/controllerkit"
 	"github.com/kumodo/convoy-observer/internal/kubeconfig"
+	"github.com/kumodo/convoy-observer/internal/metaapply"
 	"github.com/kumodo/convoy-observer/internal/syncapi/apiserver"
 	syncapiclient "github.com/kumodo/convoy-observer/internal/syncapi/client"
 	syncapiserver "github.com/kumodo/convoy-observer/internal/syncapi/server"
@@ -122,11 +124,22 @@ func (f *fixture) newController() *HealthController {
 	// server are http (the refusal itself is internal/kubeconfig's test).
 	clusters := clustercache.New(clustercache.Options{Local: env.Config, SecretReader: env.Client,
 		Kubeconfig: kubeconfig.Options{AllowInsecureHTTP: true}})
-	h := NewHealthController(env.Client, env.Client, clusters, NewShardGate(nil),
+	h := NewHealthController(env.Client, metadataWriter(f.t), clusters, NewShardGate(nil),
 		&syncapiclient.Client{BaseURL: f.api.URL})
 	h.Clock = f.clock
 	h.Rand = func() float64 { return 0 }
 	return h
+}
+
+// metadataWriter is the loop's writer as convoy-observer builds it: env.Client, its
+// applies answered with the object's metadata only (metaapply).
+func metadataWriter(t *testing.T) client.Client {
+	t.Helper()
+	httpClient, err := rest.HTTPClientFor(env.Config)
+	must(t, err)
+	w, err := metaapply.New(env.Client, env.Config, httpClient)
+	must(t, err)
+	return w
 }
 
 func must(t *testing.T, err error) {

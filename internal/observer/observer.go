@@ -16,6 +16,7 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -31,6 +32,7 @@ import (
 	"github.com/kumodo/convoy-observer/internal/fairshare"
 	"github.com/kumodo/convoy-observer/internal/healthloop"
 	"github.com/kumodo/convoy-observer/internal/inventory"
+	"github.com/kumodo/convoy-observer/internal/metaapply"
 	"github.com/kumodo/convoy-observer/internal/scheme"
 	syncapiclient "github.com/kumodo/convoy-observer/internal/syncapi/client"
 )
@@ -125,7 +127,14 @@ func New(ctx context.Context, cfg *rest.Config, o *Options) (manager.Manager, er
 	// the manager's watches are not bounded by it.
 	direct := rest.CopyConfig(cfg)
 	direct.Timeout = m.RequestTimeout
-	live, err := client.New(direct, client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
+	// One client-side rate limit (--kube-api-qps, --kube-api-burst) for the direct client and its
+	// metadata writer (metaapply), as when they were one client.
+	direct.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(direct.QPS, direct.Burst)
+	directHTTP, err := rest.HTTPClientFor(direct)
+	if err != nil {
+		return nil, fmt.Errorf("creating the management client: %w", err)
+	}
+	live, err := client.New(direct, client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), HTTPClient: directHTTP})
 	if err != nil {
 		return nil, fmt.Errorf("creating the management client: %w", err)
 	}
@@ -151,7 +160,11 @@ func New(ctx context.Context, cfg *rest.Config, o *Options) (manager.Manager, er
 		wakeCfg.Timeout = syncTimeout
 		waker = syncapiclient.NewClient(wakeCfg)
 	}
-	writer := client.Client(live)
+	// The loop's applies are answered with the object's metadata only (metaapply).
+	writer, err := metaapply.New(live, direct, directHTTP)
+	if err != nil {
+		return nil, fmt.Errorf("creating the management client's writer: %w", err)
+	}
 	if o.WrapWriter != nil {
 		writer = o.WrapWriter(writer)
 	}
