@@ -46,7 +46,7 @@ func main() {
 		floor    = flag.Int("floor", 0, "P > 0: for each N, P pairs of runs of the floor client (test/scale/floorclient: the spec's writes only) "+
 			"and convoy-observer (the floor client first in odd pairs, the observer in even ones), each pair printing the converge and CPU ratios (observer / floor); without --clusters")
 		cpuProfile = flag.Duration("cpu-profile", 0, "> 0: a CPU profile of the observer (and of the floor client) over this first part of the converge, "+
-			"written next to its log in the temporary directory")
+			"written next to its log in the temporary directory, and its heap profile once converged (alloc_space: every allocation until then)")
 		rules = flag.String("rules", scale.RulesDefaults, "comma-separated rule selections, each run for every N: "+
 			scale.RulesDefaults+" (convoy-defaults) or "+scale.RulesLibrary+" (convoy-defaults, the whole rule library and the generic set)")
 	)

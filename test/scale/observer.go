@@ -189,42 +189,56 @@ func (r *run) copyLog() {
 // the first r.cfg.CPUProfile after its start, next to its log. It waits up to 5s for
 // the endpoint to listen; a failure is logged, not returned (the figures stand).
 func (r *run) cpuProfile(ctx context.Context, addr string) {
-	name := fmt.Sprintf("bench-scale-observer-N%d.cpu.pprof", r.cfg.Releases)
+	r.saveProfile(ctx, "cpu", fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, max(1, int(r.cfg.CPUProfile.Seconds()))))
+}
+
+// allocsProfile writes the heap profile of the process whose pprof endpoint is at addr
+// next to its log: its alloc_space and alloc_objects count every allocation since the
+// start (go tool pprof -sample_index=alloc_space), which the collector's CPU follows.
+func (r *run) allocsProfile(ctx context.Context, addr string) {
+	r.saveProfile(ctx, "heap", fmt.Sprintf("http://%s/debug/pprof/heap", addr))
+}
+
+// saveProfile writes the profile that url answers as bench-scale-{observer,floor}-N<N>.
+// <kind>.pprof in the temporary directory. It waits up to 5s for the endpoint to
+// listen; a failure is logged, not returned (the figures stand).
+func (r *run) saveProfile(ctx context.Context, kind, url string) {
+	side := "observer"
 	if r.cfg.Floor {
-		name = fmt.Sprintf("bench-scale-floor-N%d.cpu.pprof", r.cfg.Releases)
+		side = "floor"
 	}
-	url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, max(1, int(r.cfg.CPUProfile.Seconds())))
+	name := fmt.Sprintf("bench-scale-%s-N%d.%s.pprof", side, r.cfg.Releases, kind)
 	var resp *http.Response
 	for deadline := time.Now().Add(5 * time.Second); ; {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
-			r.logf("cpu profile: %v", err)
+			r.logf("%s profile: %v", kind, err)
 			return
 		}
 		if resp, err = http.DefaultClient.Do(req); err == nil {
 			break
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			r.logf("cpu profile: %v", err)
+			r.logf("%s profile: %v", kind, err)
 			return
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		r.logf("cpu profile: %s", resp.Status)
+		r.logf("%s profile: %s", kind, resp.Status)
 		return
 	}
 	path := filepath.Join(os.TempDir(), name)
 	f, err := os.Create(path)
 	if err != nil {
-		r.logf("cpu profile: %v", err)
+		r.logf("%s profile: %v", kind, err)
 		return
 	}
 	defer f.Close()
 	if _, err := io.Copy(f, resp.Body); err != nil {
-		r.logf("cpu profile: %v", err)
+		r.logf("%s profile: %v", kind, err)
 		return
 	}
-	r.logf("cpu profile: %s", path)
+	r.logf("%s profile: %s", kind, path)
 }

@@ -82,7 +82,8 @@ type Config struct {
 	Args   []string
 	// CPUProfile > 0 takes a CPU profile of the (default shard's) process over the first
 	// CPUProfile of the converge, written next to its log
-	// (bench-scale-{observer,floor}-N<N>.cpu.pprof in the temporary directory).
+	// (bench-scale-{observer,floor}-N<N>.cpu.pprof in the temporary directory), and its
+	// heap profile once converged (….heap.pprof: every allocation until then).
 	CPUProfile time.Duration
 	// Log receives progress lines.
 	Log io.Writer
@@ -310,6 +311,9 @@ func (r *run) measure(ctx context.Context) error {
 	rep.Goroutines, rep.HeapInuse, rep.Passes = pr.goroutines, pr.heapInuse, pr.passes
 	rep.ConvergeReads = procs.reads(ctx)
 	r.logf("converged in %s", rep.Converge.Round(time.Millisecond))
+	if r.cfg.CPUProfile > 0 {
+		r.allocsProfile(ctx, procs[0].pprof)
+	}
 	if r.cfg.Floor {
 		rep.PeakRSS = procs.status("VmHWM")
 		r.copyLog()
