@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -34,6 +35,9 @@ import (
 type metadataApplier struct {
 	client.Client
 	meta metadata.Interface
+	// mappings caches the REST mapping of each kind applied (a lookup of the client's
+	// mapper allocates its answer every time).
+	mappings sync.Map // schema.GroupVersionKind → *meta.RESTMapping
 }
 
 // New wraps c, a client of the API server that cfg reaches (through httpClient: the
@@ -93,8 +97,7 @@ func (m *metadataApplier) apply(ctx context.Context, obj runtime.ApplyConfigurat
 	if name == "" || kind == "" || apiVersion == "" {
 		return fmt.Errorf("an apply configuration needs apiVersion, kind and name (got %q, %q, %q)", apiVersion, kind, name)
 	}
-	gvk := schema.FromAPIVersionAndKind(apiVersion, kind)
-	mapping, err := m.RESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
+	mapping, err := m.mapping(schema.FromAPIVersionAndKind(apiVersion, kind))
 	if err != nil {
 		return err
 	}
@@ -112,6 +115,19 @@ func (m *metadataApplier) apply(ctx context.Context, obj runtime.ApplyConfigurat
 		return err
 	}
 	return setAnsweredMetadata(obj, answer)
+}
+
+// mapping is the REST mapping of gvk, from the wrapped client's mapper the first time.
+func (m *metadataApplier) mapping(gvk schema.GroupVersionKind) (*meta.RESTMapping, error) {
+	if cached, ok := m.mappings.Load(gvk); ok {
+		return cached.(*meta.RESTMapping), nil
+	}
+	mapping, err := m.RESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return nil, err
+	}
+	m.mappings.Store(gvk, mapping)
+	return mapping, nil
 }
 
 // answeredMetadata is the part of an answer's metadata that setAnsweredMetadata copies.
