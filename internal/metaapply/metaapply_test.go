@@ -84,11 +84,15 @@ func writer(t *testing.T) (client.Client, *answers) {
 	return w, a
 }
 
-func namespace(t *testing.T, name string) {
+// namespace creates a namespace of its own for the test (prefix, then a number) and
+// returns its name.
+func namespace(t *testing.T, prefix string) string {
 	t.Helper()
-	if err := env.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}
+	if err := env.Client.Create(context.Background(), ns); err != nil {
 		t.Fatal(err)
 	}
+	return ns.Name
 }
 
 // TestApplyIsAnsweredWithMetadata: an apply and a status apply write what they send,
@@ -97,9 +101,9 @@ func namespace(t *testing.T, name string) {
 // apply configuration, as the API server has them after the write.
 func TestApplyIsAnsweredWithMetadata(t *testing.T) {
 	ctx := context.Background()
-	namespace(t, "answers")
+	ns := namespace(t, "answers")
 	w, a := writer(t)
-	rel := &v1alpha1.Release{ObjectMeta: metav1.ObjectMeta{Namespace: "answers", Name: "app",
+	rel := &v1alpha1.Release{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app",
 		Annotations: map[string]string{v1alpha1.SyncRequestedAtAnnotation: "2026-12-07T10:00:00Z"}},
 		Spec: v1alpha1.ReleaseSpec{ClusterRef: v1alpha1.ClusterReference{Name: "target"}}}
 	if err := env.Client.Create(ctx, rel); err != nil {
@@ -108,7 +112,7 @@ func TestApplyIsAnsweredWithMetadata(t *testing.T) {
 
 	cond := metav1ac.Condition().WithType(v1alpha1.ConditionHealthy).WithStatus(metav1.ConditionTrue).
 		WithReason(v1alpha1.ReasonHealthy).WithMessage("1/1 healthy").WithLastTransitionTime(metav1.Now())
-	ac := acv1alpha1.Release("app", "answers").WithStatus(acv1alpha1.ReleaseStatus().WithConditions(cond))
+	ac := acv1alpha1.Release("app", ns).WithStatus(acv1alpha1.ReleaseStatus().WithConditions(cond))
 	if err := w.Status().Apply(ctx, ac, client.FieldOwner("metaapply-test"), client.ForceOwnership); err != nil {
 		t.Fatal(err)
 	}
@@ -133,8 +137,8 @@ func TestApplyIsAnsweredWithMetadata(t *testing.T) {
 		t.Errorf("no Apply of the status by metaapply-test in managedFields: %+v", live.ManagedFields)
 	}
 
-	inv := acv1alpha1.ReleaseInventory("app", "answers").WithEntries(acv1alpha1.InventoryEntry().
-		WithGroup("apps").WithKind("Deployment").WithNamespace("answers").WithName("web").WithState(v1alpha1.StateHealthy))
+	inv := acv1alpha1.ReleaseInventory("app", ns).WithEntries(acv1alpha1.InventoryEntry().
+		WithGroup("apps").WithKind("Deployment").WithNamespace(ns).WithName("web").WithState(v1alpha1.StateHealthy))
 	if err := w.Apply(ctx, inv, client.FieldOwner("metaapply-test"), client.ForceOwnership); err != nil {
 		t.Fatal(err)
 	}
@@ -158,18 +162,22 @@ func TestApplyIsAnsweredWithMetadata(t *testing.T) {
 // an apply configuration without a name or of an unknown kind is refused.
 func TestApplyErrorsAreTheAPIServers(t *testing.T) {
 	ctx := context.Background()
-	namespace(t, "errors")
+	ns := namespace(t, "errors")
 	w, _ := writer(t)
 	entry := func(state v1alpha1.HealthState) *acv1alpha1.InventoryEntryApplyConfiguration {
-		return acv1alpha1.InventoryEntry().WithGroup("apps").WithKind("Deployment").WithNamespace("errors").
+		return acv1alpha1.InventoryEntry().WithGroup("apps").WithKind("Deployment").WithNamespace(ns).
 			WithName("web").WithState(state)
 	}
-	first := acv1alpha1.ReleaseInventory("app", "errors").WithEntries(entry(v1alpha1.StateProgressing))
+	first := acv1alpha1.ReleaseInventory("app", ns).WithEntries(entry(v1alpha1.StateProgressing))
 	if err := w.Apply(ctx, first, client.FieldOwner("owner-a"), client.ForceOwnership); err != nil {
 		t.Fatal(err)
 	}
 	rv, uid := *first.ResourceVersion, *first.UID
-	if err := w.Apply(ctx, acv1alpha1.ReleaseInventory("app", "errors").WithResourceVersion(rv).
+	otherUID := types.UID("0" + string(uid)[1:])
+	if otherUID == uid {
+		otherUID = types.UID("1" + string(uid)[1:])
+	}
+	if err := w.Apply(ctx, acv1alpha1.ReleaseInventory("app", ns).WithResourceVersion(rv).
 		WithEntries(entry(v1alpha1.StateHealthy)), client.FieldOwner("owner-a"), client.ForceOwnership); err != nil {
 		t.Fatalf("an apply at the current resourceVersion: %v", err)
 	}
@@ -180,11 +188,11 @@ func TestApplyErrorsAreTheAPIServers(t *testing.T) {
 		opts []client.ApplyOption
 		want metav1.StatusReason
 	}{
-		{"an old resourceVersion", acv1alpha1.ReleaseInventory("app", "errors").WithResourceVersion(rv),
+		{"an old resourceVersion", acv1alpha1.ReleaseInventory("app", ns).WithResourceVersion(rv),
 			[]client.ApplyOption{client.FieldOwner("owner-a"), client.ForceOwnership}, metav1.StatusReasonConflict},
-		{"another uid", acv1alpha1.ReleaseInventory("app", "errors").WithUID(types.UID("0" + string(uid)[1:])),
+		{"another uid", acv1alpha1.ReleaseInventory("app", ns).WithUID(otherUID),
 			[]client.ApplyOption{client.FieldOwner("owner-a"), client.ForceOwnership}, metav1.StatusReasonInvalid},
-		{"owner-a's field by owner-b without force", acv1alpha1.ReleaseInventory("app", "errors"),
+		{"owner-a's field by owner-b without force", acv1alpha1.ReleaseInventory("app", ns),
 			[]client.ApplyOption{client.FieldOwner("owner-b")}, metav1.StatusReasonConflict},
 	} {
 		viaMetadata := w.Apply(ctx, c.ac.WithEntries(entry(v1alpha1.StateDegraded)), c.opts...)
@@ -194,15 +202,15 @@ func TestApplyErrorsAreTheAPIServers(t *testing.T) {
 				c.name, viaMetadata, got, viaClient, apierrors.ReasonForError(viaClient), c.want)
 		}
 	}
-	if err := w.Apply(ctx, acv1alpha1.ReleaseInventory("app", "errors").WithEntries(entry(v1alpha1.StateDegraded)),
+	if err := w.Apply(ctx, acv1alpha1.ReleaseInventory("app", ns).WithEntries(entry(v1alpha1.StateDegraded)),
 		client.FieldOwner("owner-b"), client.ForceOwnership); err != nil {
 		t.Errorf("owner-a's field by owner-b with force: %v", err)
 	}
 
-	if err := w.Apply(ctx, corev1ac.ConfigMap("", "errors"), client.FieldOwner("owner-a")); err == nil {
+	if err := w.Apply(ctx, corev1ac.ConfigMap("", ns), client.FieldOwner("owner-a")); err == nil {
 		t.Error("an apply configuration without a name was sent")
 	}
-	if err := w.Apply(ctx, corev1ac.ConfigMap("cm", "errors").WithAPIVersion("v9").WithKind("Nothing"), client.FieldOwner("owner-a")); err == nil {
+	if err := w.Apply(ctx, corev1ac.ConfigMap("cm", ns).WithAPIVersion("v9").WithKind("Nothing"), client.FieldOwner("owner-a")); err == nil {
 		t.Error("an apply configuration of an unknown kind was sent")
 	}
 }
