@@ -25,8 +25,9 @@ import (
 // client: a PartialObjectMetadata, in protobuf), not the whole object in JSON. The
 // loop's applies read nothing of the answer but its resourceVersion and annotations
 // (the next write's precondition; the owed sync record's confirmation), and decoding
-// the whole inventory or Release that the API server encoded for each write was most of
-// an apply's CPU on both sides. The request is the same: the apply configuration's JSON,
+// the whole inventory or Release that the API server encoded in JSON for each write was
+// a third of the client's CPU in its applies (a CPU profile at 1,000 Releases), on top
+// of the server's encoding. The request is the same: the apply configuration's JSON,
 // with the field manager and force of the options. The answer's metadata (name,
 // namespace, uid, resourceVersion, generation, labels and annotations) is set on the
 // apply configuration as controller-runtime's Apply sets the whole answer; the rest of
