@@ -403,7 +403,11 @@ func (f *Fields) MarshalKept(v any) ([]byte, error) {
 		return json.Marshal(v)
 	}
 	w := keptWriters.Get().(*keptWriter)
-	defer keptWriters.Put(w)
+	defer func() {
+		if w.buf.Cap() <= maxPooledKept { // a large object's buffer is not kept
+			keptWriters.Put(w)
+		}
+	}()
 	w.buf.Reset()
 	if err := f.writeKept(w, reflect.ValueOf(v), 0); err != nil {
 		return nil, err
@@ -430,6 +434,9 @@ type keptWriter struct {
 	// fields is the scratch list of a struct's kept fields, reused down the walk.
 	fields []keptField
 }
+
+// maxPooledKept bounds the buffer that keptWriters keeps between objects, in bytes.
+const maxPooledKept = 64 << 10
 
 var keptWriters = sync.Pool{New: func() any {
 	w := &keptWriter{}
