@@ -2,7 +2,6 @@ package v1alpha1_test
 
 import (
 	"context"
-	"os"
 	"strings"
 	"testing"
 
@@ -19,12 +18,7 @@ import (
 
 var env *testenv.Env
 
-func TestMain(m *testing.M) {
-	env = testenv.MustStart()
-	code := m.Run()
-	env.Stop()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testenv.Main(m, &env) }
 
 const (
 	cmManager  = "convoy-controller-manager"

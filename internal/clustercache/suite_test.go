@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -28,12 +27,7 @@ import (
 
 var env *testenv.Env
 
-func TestMain(m *testing.M) {
-	env = testenv.MustStart()
-	code := m.Run()
-	env.Stop()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testenv.Main(m, &env) }
 
 var gvrConfigMaps = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 

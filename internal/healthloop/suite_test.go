@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path"
 	"sync/atomic"
 	"testing"
@@ -39,12 +38,7 @@ import (
 
 var env *testenv.Env
 
-func TestMain(m *testing.M) {
-	env = testenv.MustStart()
-	code := m.Run()
-	env.Stop()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testenv.Main(m, &env) }
 
 // cmManager is the field manager that plays convoy's controller-manager in the tests.
 const cmManager = "convoy-controller-manager"

@@ -107,8 +107,11 @@ func entriesSum(list []*acv1alpha1.InventoryEntryApplyConfiguration) uint64 {
 // inventoryApply starts an apply to inv with two preconditions. The uid: an apply
 // never re-creates an inventory that the controller-manager deleted meanwhile. The
 // resourceVersion rv: an apply built from a cache that lags behind the controller-manager
-// never brings back an entry or hook it has just dropped. Either fails with a conflict,
-// which the queue retries quietly once the cache has caught up. record, when not "", is
+// never brings back an entry or hook it has just dropped. A stale resourceVersion fails
+// with a conflict, which the queue retries quietly once the cache has caught up; another
+// uid sent without a resourceVersion is refused as 422 Invalid (metadata.uid is
+// immutable; internal/metaapply's TestApplyErrorsAreTheAPIServers), an error the queue
+// retries as well. record, when not "", is
 // the record of an owed sync request that the apply carries (owed.go).
 func inventoryApply(inv *v1alpha1.ReleaseInventory, rv, record string) *acv1alpha1.ReleaseInventoryApplyConfiguration {
 	ac := acv1alpha1.ReleaseInventory(inv.Name, inv.Namespace).WithUID(inv.UID)

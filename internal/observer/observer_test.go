@@ -3,7 +3,6 @@ package observer_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -26,12 +25,7 @@ import (
 
 var env *testenv.Env
 
-func TestMain(m *testing.M) {
-	env = testenv.MustStart()
-	code := m.Run()
-	env.Stop()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testenv.Main(m, &env) }
 
 // writes counts one replica's status writes per Release name.
 type writes struct {

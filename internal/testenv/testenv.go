@@ -6,12 +6,9 @@
 // it), else Start runs the script itself, so a plain `go test ./...` works too. There is
 // no fallback to a fake: a test that needs the API server fails when it cannot start one.
 //
-//	func TestMain(m *testing.M) {
-//		env := testenv.MustStart()
-//		code := m.Run()
-//		env.Stop()
-//		os.Exit(code)
-//	}
+//	var env *testenv.Env
+//
+//	func TestMain(m *testing.M) { testenv.Main(m, &env) }
 package testenv
 
 import (
@@ -196,6 +193,21 @@ func MustStart() *Env {
 		os.Exit(1)
 	}
 	return env
+}
+
+// Main is the TestMain of a package whose tests share one API server: it starts it
+// (MustStart), sets *env, runs the tests (m is the *testing.M, whose package the
+// benchmark and demo binaries that use Env do not link), stops it and exits with the
+// tests' code.
+//
+//	var env *testenv.Env
+//
+//	func TestMain(m *testing.M) { testenv.Main(m, &env) }
+func Main(m interface{ Run() int }, env **Env) {
+	*env = MustStart()
+	code := m.Run()
+	(*env).Stop()
+	os.Exit(code)
 }
 
 // Stop stops the API server and etcd.

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -25,12 +24,7 @@ import (
 
 var env *testenv.Env
 
-func TestMain(m *testing.M) {
-	env = testenv.MustStart()
-	code := m.Run()
-	env.Stop()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testenv.Main(m, &env) }
 
 // Field managers of the writers of a ReleaseInventory in these tests.
 const (
